@@ -1,0 +1,635 @@
+#include "core/InfiniAllocator.h"
+
+#include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "core/InfiniFunctions.h"
+#include "core/InfiniStream.h"
+#include "runtime/env.h"
+#include "runtime/runtime.h"
+
+namespace torch_infini::allocator {
+namespace {
+
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatArray;
+using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+constexpr size_t kMinBlockSize = 512;
+constexpr size_t kSmallSize = size_t{1} << 20;
+constexpr size_t kSmallBuffer = size_t{2} << 20;
+constexpr size_t kLargeBuffer = size_t{20} << 20;
+constexpr size_t kMinLargeAlloc = size_t{10} << 20;
+constexpr size_t kRoundLarge = size_t{2} << 20;
+
+struct Block;
+
+struct BlockOrder {
+  bool operator()(const Block* a, const Block* b) const;
+};
+
+struct BlockPool {
+  explicit BlockPool(bool small) : is_small(small) {}
+  std::set<Block*, BlockOrder> blocks;
+  const bool is_small;
+};
+
+struct Block {
+  c10::DeviceIndex device = 0;
+  c10::StreamId stream = 0;  // the stream that allocated it
+  size_t size = 0;
+  size_t requested = 0;
+  BlockPool* pool = nullptr;
+  char* ptr = nullptr;
+  bool allocated = false;
+  int pending_events = 0;
+  Block* prev = nullptr;  // neighbours inside the same segment
+  Block* next = nullptr;
+  c10::SmallVector<c10::Stream, 2> stream_uses;  // from record_stream
+};
+
+bool BlockOrder::operator()(const Block* a, const Block* b) const {
+  if (a->stream != b->stream) {
+    return a->stream < b->stream;
+  }
+  if (a->size != b->size) {
+    return a->size < b->size;
+  }
+  return std::less<const char*>()(a->ptr, b->ptr);
+}
+
+size_t round_size(size_t size) {
+  return size < kMinBlockSize
+      ? kMinBlockSize
+      : kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+}
+
+size_t segment_size(size_t size) {
+  if (size <= kSmallSize) {
+    return kSmallBuffer;
+  }
+  if (size < kMinLargeAlloc) {
+    return kLargeBuffer;
+  }
+  return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
+}
+
+bool parse_caching_enabled() {
+  // "key:value[,key:value]"; today the only key is `caching`.
+  const std::string conf = runtime::env_string("TORCH_INFINI_ALLOC_CONF", "");
+  bool enabled = true;
+  size_t start = 0;
+  while (start < conf.size()) {
+    size_t end = conf.find(',', start);
+    if (end == std::string::npos) {
+      end = conf.size();
+    }
+    const std::string item = conf.substr(start, end - start);
+    const size_t colon = item.find(':');
+    TORCH_CHECK(colon != std::string::npos,
+                "TORCH_INFINI_ALLOC_CONF: expected key:value, got '", item,
+                "'");
+    const std::string key = item.substr(0, colon);
+    const std::string value = item.substr(colon + 1);
+    TORCH_CHECK(key == "caching",
+                "TORCH_INFINI_ALLOC_CONF: unknown option '", key,
+                "' (known: caching)");
+    if (value == "0" || value == "False" || value == "false") {
+      enabled = false;
+    } else {
+      TORCH_CHECK(value == "1" || value == "True" || value == "true",
+                  "TORCH_INFINI_ALLOC_CONF: caching must be 0/1/True/False, "
+                  "got '", value, "'");
+    }
+    start = end + 1;
+  }
+  return enabled;
+}
+
+void stat_update(StatArray& array, bool small, int64_t delta) {
+  const auto pool = small ? StatType::SMALL_POOL : StatType::LARGE_POOL;
+  for (auto type : {StatType::AGGREGATE, pool}) {
+    Stat& s = array[static_cast<size_t>(type)];
+    if (delta >= 0) {
+      s.increase(static_cast<size_t>(delta));
+    } else {
+      s.decrease(static_cast<size_t>(-delta));
+    }
+  }
+}
+
+// One device's allocator state. The mutex guards the pools and stats; it is
+// per device (no process-wide lock), and the runtime calls made under it are
+// the short, non-blocking ones (malloc, event record/query).
+class DeviceCache {
+ public:
+  explicit DeviceCache(c10::DeviceIndex device, bool caching)
+      : device_(device), caching_(caching) {}
+
+  Block* malloc(size_t requested, c10::StreamId stream) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    process_events();
+    const size_t size = caching_ ? round_size(requested) : requested;
+    BlockPool& pool = size <= kSmallSize ? small_ : large_;
+    Block* block = caching_ ? take_free_block(pool, stream, size) : nullptr;
+    if (block == nullptr) {
+      block = new_segment(pool, stream, size, requested);
+    }
+    if (caching_ && should_split(*block, size)) {
+      split(block, size);
+    }
+    block->allocated = true;
+    block->requested = requested;
+    active_.emplace(block->ptr, block);
+    stat_update(stats_.allocation, pool.is_small, 1);
+    stat_update(stats_.allocated_bytes, pool.is_small,
+                static_cast<int64_t>(block->size));
+    stat_update(stats_.active, pool.is_small, 1);
+    stat_update(stats_.active_bytes, pool.is_small,
+                static_cast<int64_t>(block->size));
+    stat_update(stats_.requested_bytes, pool.is_small,
+                static_cast<int64_t>(requested));
+    return block;
+  }
+
+  void free(Block* block) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    const bool small = block->pool->is_small;
+    active_.erase(block->ptr);
+    block->allocated = false;
+    stat_update(stats_.allocation, small, -1);
+    stat_update(stats_.allocated_bytes, small,
+                -static_cast<int64_t>(block->size));
+    stat_update(stats_.requested_bytes, small,
+                -static_cast<int64_t>(block->requested));
+    if (!caching_) {
+      // The segment goes back to the runtime, so its own stream must be done
+      // with it as well.
+      block->stream_uses.push_back(c10::Stream(
+          c10::Stream::UNSAFE, c10::Device(kInfini, device_), block->stream));
+    }
+    if (!block->stream_uses.empty()) {
+      for (const c10::Stream& s : block->stream_uses) {
+        runtime::EventHandle ev = take_event();
+        runtime::provider().event_record(device_, ev, native_stream(s));
+        pending_.emplace_back(ev, block);
+        ++block->pending_events;
+      }
+      block->stream_uses.clear();
+      process_events();
+      return;
+    }
+    release_block(block);
+  }
+
+  void record_stream(Block* block, c10::Stream stream) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (stream.id() == block->stream) {
+      return;  // its own stream already orders reuse
+    }
+    for (const c10::Stream& s : block->stream_uses) {
+      if (s == stream) {
+        return;
+      }
+    }
+    block->stream_uses.push_back(stream);
+  }
+
+  bool contains(const void* p) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    for (const auto& [base, block] : active_) {
+      const char* c = static_cast<const char*>(p);
+      if (c >= block->ptr && c < block->ptr + std::max<size_t>(block->size, 1)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void empty_cache() {
+    // cudaFree synchronizes the device; releasing memory that queued work may
+    // still touch must too. This is the only blocking path, and it is
+    // explicit (empty_cache, or an allocation that would otherwise fail).
+    runtime::provider().device_synchronize(device_);
+    std::lock_guard<std::mutex> guard(mutex_);
+    release_cached_locked();
+  }
+
+  DeviceStats stats() {
+    std::lock_guard<std::mutex> guard(mutex_);
+    return stats_;
+  }
+
+  void reset_peak() {
+    std::lock_guard<std::mutex> guard(mutex_);
+    for (auto* array : stat_arrays()) {
+      for (Stat& s : *array) {
+        s.reset_peak();
+      }
+    }
+  }
+
+  void reset_accumulated() {
+    std::lock_guard<std::mutex> guard(mutex_);
+    for (auto* array : stat_arrays()) {
+      for (Stat& s : *array) {
+        s.reset_accumulated();
+      }
+    }
+    stats_.num_alloc_retries = 0;
+    stats_.num_ooms = 0;
+    stats_.num_device_alloc = 0;
+    stats_.num_device_free = 0;
+  }
+
+  void set_limit(size_t limit) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    limit_ = limit;
+  }
+
+ private:
+  std::vector<StatArray*> stat_arrays() {
+    return {&stats_.allocation, &stats_.segment, &stats_.active,
+            &stats_.inactive_split, &stats_.allocated_bytes,
+            &stats_.reserved_bytes, &stats_.active_bytes,
+            &stats_.inactive_split_bytes, &stats_.requested_bytes};
+  }
+
+  Block* take_free_block(BlockPool& pool, c10::StreamId stream, size_t size) {
+    Block key;
+    key.stream = stream;
+    key.size = size;
+    auto it = pool.blocks.lower_bound(&key);
+    if (it == pool.blocks.end() || (*it)->stream != stream) {
+      return nullptr;
+    }
+    Block* block = *it;
+    pool.blocks.erase(it);
+    if (block->prev != nullptr || block->next != nullptr) {
+      stat_update(stats_.inactive_split, pool.is_small, -1);
+      stat_update(stats_.inactive_split_bytes, pool.is_small,
+                  -static_cast<int64_t>(block->size));
+    }
+    return block;
+  }
+
+  Block* new_segment(BlockPool& pool, c10::StreamId stream, size_t size,
+                     size_t requested) {
+    const size_t bytes = caching_ ? segment_size(size) : std::max<size_t>(size, 1);
+    void* ptr = try_runtime_malloc(bytes);
+    if (ptr == nullptr) {
+      // Free what the cache holds and try once more, as CUDA's allocator does.
+      ++stats_.num_alloc_retries;
+      runtime::provider().device_synchronize(device_);
+      process_events();
+      release_cached_locked();
+      ptr = try_runtime_malloc(bytes);
+    }
+    if (ptr == nullptr) {
+      ++stats_.num_ooms;
+      size_t free_bytes = 0;
+      size_t total_bytes = 0;
+      runtime::provider().mem_get_info(device_, &free_bytes, &total_bytes);
+      const size_t agg = static_cast<size_t>(StatType::AGGREGATE);
+      TORCH_CHECK_WITH(
+          OutOfMemoryError, false, "infini out of memory. Tried to allocate ",
+          format_bytes(requested), " on infini:", static_cast<int>(device_),
+          ". Device has ", format_bytes(total_bytes), " total, ",
+          format_bytes(free_bytes), " free; ",
+          format_bytes(stats_.allocated_bytes[agg].current),
+          " allocated by PyTorch, ",
+          format_bytes(stats_.reserved_bytes[agg].current),
+          " reserved in total by PyTorch",
+          limit_ != std::numeric_limits<size_t>::max()
+              ? " (capped by set_per_process_memory_fraction at " +
+                  format_bytes(limit_) + ")"
+              : std::string(),
+          ". Free tensors, call torch.infini.empty_cache(), or use smaller "
+          "batches.");
+    }
+    auto owned = std::make_unique<Block>();
+    Block* block = owned.release();  // owned by the pools from here on
+    block->device = device_;
+    block->stream = stream;
+    block->size = bytes;
+    block->pool = &pool;
+    block->ptr = static_cast<char*>(ptr);
+    ++stats_.num_device_alloc;
+    stat_update(stats_.segment, pool.is_small, 1);
+    stat_update(stats_.reserved_bytes, pool.is_small,
+                static_cast<int64_t>(bytes));
+    return block;
+  }
+
+  void* try_runtime_malloc(size_t bytes) {
+    const size_t reserved = static_cast<size_t>(
+        stats_.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current);
+    if (limit_ != std::numeric_limits<size_t>::max() &&
+        reserved + bytes > limit_) {
+      return nullptr;
+    }
+    return runtime::provider().malloc(device_, bytes);
+  }
+
+  static bool should_split(const Block& block, size_t size) {
+    const size_t remaining = block.size - size;
+    return block.pool->is_small ? remaining >= kMinBlockSize
+                                : remaining > kSmallSize;
+  }
+
+  void split(Block* block, size_t size) {
+    auto owned = std::make_unique<Block>();
+    Block* rest = owned.release();
+    rest->device = device_;
+    rest->stream = block->stream;
+    rest->pool = block->pool;
+    rest->ptr = block->ptr + size;
+    rest->size = block->size - size;
+    rest->prev = block;
+    rest->next = block->next;
+    if (rest->next != nullptr) {
+      rest->next->prev = rest;
+    }
+    block->next = rest;
+    block->size = size;
+    rest->pool->blocks.insert(rest);
+    stat_update(stats_.inactive_split, rest->pool->is_small, 1);
+    stat_update(stats_.inactive_split_bytes, rest->pool->is_small,
+                static_cast<int64_t>(rest->size));
+  }
+
+  // A block no stream uses any more goes back to its pool (or, without
+  // caching, to the runtime), merged with free neighbours.
+  void release_block(Block* block) {
+    const bool small = block->pool->is_small;
+    stat_update(stats_.active, small, -1);
+    stat_update(stats_.active_bytes, small, -static_cast<int64_t>(block->size));
+    if (!caching_) {
+      free_segment(block);
+      return;
+    }
+    for (Block* neighbour : {block->prev, block->next}) {
+      if (neighbour == nullptr || neighbour->allocated ||
+          neighbour->pending_events > 0) {
+        continue;
+      }
+      block->pool->blocks.erase(neighbour);
+      stat_update(stats_.inactive_split, small, -1);
+      stat_update(stats_.inactive_split_bytes, small,
+                  -static_cast<int64_t>(neighbour->size));
+      if (neighbour == block->prev) {
+        block->ptr = neighbour->ptr;
+        block->prev = neighbour->prev;
+        if (block->prev != nullptr) {
+          block->prev->next = block;
+        }
+      } else {
+        block->next = neighbour->next;
+        if (block->next != nullptr) {
+          block->next->prev = block;
+        }
+      }
+      block->size += neighbour->size;
+      std::unique_ptr<Block> merged(neighbour);
+    }
+    if (block->prev != nullptr || block->next != nullptr) {
+      stat_update(stats_.inactive_split, small, 1);
+      stat_update(stats_.inactive_split_bytes, small,
+                  static_cast<int64_t>(block->size));
+    }
+    block->pool->blocks.insert(block);
+  }
+
+  void free_segment(Block* block) {
+    std::unique_ptr<Block> owned(block);
+    runtime::provider().free(device_, block->ptr);
+    ++stats_.num_device_free;
+    stat_update(stats_.segment, block->pool->is_small, -1);
+    stat_update(stats_.reserved_bytes, block->pool->is_small,
+                -static_cast<int64_t>(block->size));
+  }
+
+  void release_cached_locked() {
+    for (BlockPool* pool : {&small_, &large_}) {
+      for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
+        Block* block = *it;
+        if (block->prev == nullptr && block->next == nullptr) {
+          it = pool->blocks.erase(it);
+          free_segment(block);
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+
+  void process_events() {
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (!runtime::provider().event_query(device_, it->first)) {
+        ++it;
+        continue;
+      }
+      events_.push_back(it->first);
+      Block* block = it->second;
+      it = pending_.erase(it);
+      if (--block->pending_events == 0) {
+        release_block(block);
+      }
+    }
+  }
+
+  runtime::EventHandle take_event() {
+    if (!events_.empty()) {
+      runtime::EventHandle ev = events_.back();
+      events_.pop_back();
+      return ev;
+    }
+    return runtime::provider().event_create(device_, /*timing=*/false,
+                                            /*blocking=*/false);
+  }
+
+  static std::string format_bytes(size_t bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double value = static_cast<double>(bytes);
+    int unit = 0;
+    while (value >= 1024 && unit < 4) {
+      value /= 1024;
+      ++unit;
+    }
+    char text[32];
+    std::snprintf(text, sizeof(text), unit == 0 ? "%.0f %s" : "%.2f %s",
+                  value, units[unit]);
+    return text;
+  }
+
+  const c10::DeviceIndex device_;
+  const bool caching_;
+  std::mutex mutex_;
+  BlockPool small_{true};
+  BlockPool large_{false};
+  std::unordered_map<char*, Block*> active_;
+  std::deque<std::pair<runtime::EventHandle, Block*>> pending_;
+  std::vector<runtime::EventHandle> events_;
+  DeviceStats stats_;
+  size_t limit_ = std::numeric_limits<size_t>::max();
+};
+
+std::vector<std::unique_ptr<DeviceCache>>& caches() {
+  // Leaked on purpose: tensors may be freed during interpreter shutdown.
+  static auto& all = *std::make_unique<std::vector<std::unique_ptr<DeviceCache>>>([] {
+    std::vector<std::unique_ptr<DeviceCache>> v;
+    const bool caching = parse_caching_enabled();
+    for (int i = 0; i < device_count(); ++i) {
+      v.push_back(std::make_unique<DeviceCache>(i, caching));
+    }
+    return v;
+  }()).release();
+  return all;
+}
+
+DeviceCache& cache(c10::DeviceIndex device) {
+  check_device(device);
+  return *caches()[device];
+}
+
+void delete_block(void* ctx) {
+  if (ctx == nullptr) {
+    return;
+  }
+  auto* block = static_cast<Block*>(ctx);
+  cache(block->device).free(block);
+}
+
+class InfiniDeviceAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t n) override {
+    const c10::DeviceIndex device = current_device();
+    const c10::Device where(kInfini, device);
+    if (n == 0) {
+      return {nullptr, nullptr, &delete_block, where};
+    }
+    Block* block = cache(device).malloc(n, current_stream(device).id());
+    return {block->ptr, block, &delete_block, where};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    const c10::DeviceIndex device = current_device();
+    runtime::StreamHandle stream = native_stream(current_stream(device));
+    runtime::provider().memcpy_async(device, dest, src, count,
+                                     runtime::MemcpyKind::kDeviceToDevice,
+                                     stream);
+    runtime::provider().stream_synchronize(device, stream);
+  }
+
+  bool initialized() override { return is_initialized(); }
+
+  void emptyCache(c10::MempoolId_t /*mempool_id*/) override {
+    allocator::empty_cache();
+  }
+
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
+    allocator::record_stream(ptr, stream);
+  }
+
+  DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    return stats(device);
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    reset_accumulated_stats(device);
+  }
+
+  void resetPeakStats(c10::DeviceIndex device) override {
+    reset_peak_stats(device);
+  }
+
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    runtime::provider().mem_get_info(resolve_device(device), &free_bytes,
+                                     &total_bytes);
+    return {free_bytes, total_bytes};
+  }
+};
+
+InfiniDeviceAllocator the_allocator;
+
+}  // namespace
+
+c10::DeviceAllocator* get() {
+  return &the_allocator;
+}
+
+void record_stream(const c10::DataPtr& ptr, c10::Stream stream) {
+  if (ptr.get_context() == nullptr) {
+    return;  // zero-size tensors own no block
+  }
+  TORCH_CHECK(ptr.get_deleter() == &delete_block,
+              "record_stream: this storage was not allocated by the infini "
+              "device allocator");
+  check_stream(stream);
+  auto* block = static_cast<Block*>(ptr.get_context());
+  cache(block->device).record_stream(block, stream);
+}
+
+c10::DeviceIndex device_of_pointer(const void* ptr) {
+  auto& all = caches();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i]->contains(ptr)) {
+      return static_cast<c10::DeviceIndex>(i);
+    }
+  }
+  return -1;
+}
+
+DeviceStats stats(c10::DeviceIndex device) {
+  return cache(resolve_device(device)).stats();
+}
+
+void reset_peak_stats(c10::DeviceIndex device) {
+  cache(resolve_device(device)).reset_peak();
+}
+
+void reset_accumulated_stats(c10::DeviceIndex device) {
+  cache(resolve_device(device)).reset_accumulated();
+}
+
+void empty_cache() {
+  for (auto& c : caches()) {
+    c->empty_cache();
+  }
+}
+
+void set_memory_fraction(double fraction, c10::DeviceIndex device) {
+  TORCH_CHECK(fraction >= 0.0 && fraction <= 1.0,
+              "set_per_process_memory_fraction: fraction must be in [0, 1], "
+              "got ", fraction);
+  device = resolve_device(device);
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  runtime::provider().mem_get_info(device, &free_bytes, &total_bytes);
+  cache(device).set_limit(
+      static_cast<size_t>(fraction * static_cast<double>(total_bytes)));
+}
+
+bool caching_enabled() {
+  static const bool enabled = parse_caching_enabled();
+  return enabled;
+}
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &the_allocator);
+
+}  // namespace torch_infini::allocator

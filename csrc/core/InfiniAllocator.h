@@ -1,0 +1,43 @@
+#pragma once
+
+// The device allocator of the infini device: a caching allocator in the
+// style of PyTorch's CUDA one, registered as PrivateUse1's c10::DeviceAllocator.
+//
+// - Blocks are rounded to 512 bytes and carved from segments obtained from the
+//   runtime: 2 MiB segments for requests up to 1 MiB (small pool), 20 MiB for
+//   requests up to 10 MiB, the request rounded to 2 MiB above (large pool).
+// - Pools are per device and keyed by stream: a block freed by stream S is
+//   reused at once by S (S's queue orders the reuse after the old work), never
+//   by another stream until events recorded at free time on every stream that
+//   used it (record_stream) have completed. Freeing never blocks the host.
+// - Free neighbouring blocks of a segment merge; empty_cache returns unused
+//   segments to the runtime after synchronizing the device, as cudaFree does.
+// - TORCH_INFINI_ALLOC_CONF="caching:0" turns caching off for debugging:
+//   every block is its own segment, returned to the runtime as soon as the
+//   streams that used it are done.
+
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/Stream.h>
+
+#include <string>
+
+namespace torch_infini::allocator {
+
+c10::DeviceAllocator* get();
+
+// Keeps `ptr`'s block from being reused until the work queued on `stream`
+// so far has finished (Tensor.record_stream).
+void record_stream(const c10::DataPtr& ptr, c10::Stream stream);
+
+// The device that allocated `ptr` (any address inside a live block), or -1.
+c10::DeviceIndex device_of_pointer(const void* ptr);
+
+c10::CachingDeviceAllocator::DeviceStats stats(c10::DeviceIndex device);
+void reset_peak_stats(c10::DeviceIndex device);
+void reset_accumulated_stats(c10::DeviceIndex device);
+void empty_cache();
+// Caps what the allocator reserves on `device` to fraction * total memory.
+void set_memory_fraction(double fraction, c10::DeviceIndex device);
+bool caching_enabled();
+
+}  // namespace torch_infini::allocator

@@ -1,0 +1,64 @@
+#include "core/InfiniFunctions.h"
+
+#include <c10/util/Exception.h>
+
+#include <atomic>
+
+#include "runtime/runtime.h"
+
+namespace torch_infini {
+namespace {
+
+thread_local c10::DeviceIndex tls_current_device = 0;
+std::atomic<bool> initialized{false};
+
+}  // namespace
+
+c10::DeviceIndex device_count() noexcept {
+  static const c10::DeviceIndex count = [] {
+    try {
+      const int n = runtime::provider().device_count();
+      initialized = true;
+      return static_cast<c10::DeviceIndex>(n);
+    } catch (const std::exception& e) {
+      TORCH_WARN("infini: the runtime could not be initialized: ", e.what());
+      return static_cast<c10::DeviceIndex>(0);
+    }
+  }();
+  return count;
+}
+
+bool is_initialized() noexcept {
+  return initialized.load();
+}
+
+void check_device(c10::DeviceIndex device) {
+  const auto count = device_count();
+  TORCH_CHECK(count > 0, "infini: no infini device is available");
+  TORCH_CHECK(device >= 0 && device < count, "Invalid device index ",
+              static_cast<int>(device), ": infini has ",
+              static_cast<int>(count), " device(s), valid indices are 0..",
+              static_cast<int>(count) - 1);
+}
+
+c10::DeviceIndex current_device() {
+  return tls_current_device;
+}
+
+void set_device(c10::DeviceIndex device) {
+  check_device(device);
+  if (tls_current_device != device) {
+    runtime::provider().set_device(device);
+    tls_current_device = device;
+  }
+}
+
+c10::DeviceIndex resolve_device(c10::DeviceIndex device) {
+  if (device < 0) {
+    return current_device();
+  }
+  check_device(device);
+  return device;
+}
+
+}  // namespace torch_infini

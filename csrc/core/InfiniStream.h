@@ -1,0 +1,34 @@
+#pragma once
+
+// Streams of the infini device, in the shape of c10::cuda::CUDAStream: a
+// default stream and a lazily created pool per device and priority, and a
+// current stream per thread and per device.
+//
+// Stream ids: 0 is the default stream; pool streams are
+// 1 + level * kStreamsPerPool + index, level 0 for priority 0 and level 1 for
+// priority -1 (higher priority, as in CUDA lower numbers are higher).
+
+#include <c10/core/Stream.h>
+
+#include "runtime/runtime.h"
+
+namespace torch_infini {
+
+constexpr int kStreamsPerPool = 8;
+constexpr int kLowestStreamPriority = 0;    // the default
+constexpr int kHighestStreamPriority = -1;  // CUDA's convention
+
+c10::Stream current_stream(c10::DeviceIndex device = -1);
+c10::Stream default_stream(c10::DeviceIndex device = -1);
+// A pool stream with `priority` clamped to [kHighestStreamPriority,
+// kLowestStreamPriority], handed out round-robin.
+c10::Stream stream_from_pool(int priority, c10::DeviceIndex device = -1);
+void set_current_stream(const c10::Stream& stream);
+
+int stream_priority(const c10::Stream& stream);
+// The provider's handle for `stream` (created on first use).
+runtime::StreamHandle native_stream(const c10::Stream& stream);
+// Raises unless `stream` is a valid infini stream.
+void check_stream(const c10::Stream& stream);
+
+}  // namespace torch_infini

@@ -1,0 +1,120 @@
+// aten::add.Tensor, add_.Tensor and add.out on the infini device.
+//
+// PyTorch semantics are settled here, before any provider sees the call:
+// devices and dtypes are checked (no type promotion), the output's shape and
+// strides come from TensorIterator exactly as on the CPU (so a transposed
+// input gives CPU's output strides, and out= and in-place follow CPU's
+// broadcast and overlap rules), and the provider gets each operand already
+// broadcast to the output's shape.
+
+#include <ATen/TensorIterator.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "core/InfiniFunctions.h"
+#include "ops/common.h"
+#include "ops/scalar_cache.h"
+
+namespace torch_infini::ops {
+namespace {
+
+constexpr const char* kAddOp = "aten::add.Tensor";
+
+// A CPU 0-dim operand (a Python number, or torch.tensor(2.)) becomes a cached
+// one-element device tensor of the other operand's dtype.
+at::Tensor to_device_operand(const at::Tensor& t, const at::Tensor& peer) {
+  if (t.device().type() == kInfini || peer.device().type() != kInfini ||
+      t.dim() != 0 || !t.device().is_cpu()) {
+    return t;
+  }
+  TORCH_CHECK(!(c10::isFloatingType(t.scalar_type()) &&
+                c10::isIntegralType(peer.scalar_type(), true)),
+              kAddOp, " on infini: adding the floating-point scalar ",
+              t.item().toDouble(), " to a ", peer.scalar_type(),
+              " tensor needs type promotion, which infini does not do; "
+              "convert the tensor with .to(torch.float32) first");
+  return device_scalar(t.item(), peer.scalar_type(), peer.device());
+}
+
+at::Tensor& add_into(const at::Tensor& self_in, const at::Tensor& other_in,
+                     const at::Scalar& alpha, at::Tensor& out,
+                     bool has_out) {
+  const at::Tensor self = to_device_operand(self_in, other_in);
+  const at::Tensor other = to_device_operand(other_in, self);
+  TORCH_CHECK(self.device().type() == kInfini &&
+                  other.device().type() == kInfini,
+              kAddOp, ": expected both operands on infini, got ",
+              self.device(), " and ", other.device(),
+              "; move them with .to('infini') first");
+  check_same_infini_device(kAddOp, self, other);
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(), kAddOp,
+              " on infini: mixed dtypes ", self.scalar_type(), " and ",
+              other.scalar_type(),
+              " are not supported (no type promotion); convert one operand "
+              "with .to(dtype) first");
+  if (has_out) {
+    TORCH_CHECK(out.device() == self.device(), kAddOp,
+                ": out= tensor is on ", out.device(), " but the operands are on ",
+                self.device());
+    TORCH_CHECK(out.scalar_type() == self.scalar_type(), kAddOp,
+                " on infini: out= dtype ", out.scalar_type(),
+                " differs from the operands' dtype ", self.scalar_type(),
+                " (no type promotion)");
+  }
+  const bool integral = c10::isIntegralType(self.scalar_type(), true);
+  TORCH_CHECK(!(integral && alpha.isFloatingPoint()),
+              "For integral input tensors, argument alpha must not be a "
+              "floating point number.");
+
+  c10::DeviceGuard guard(self.device());
+  auto iter = at::TensorIteratorConfig()
+                  .set_check_mem_overlap(true)
+                  .add_output(out)
+                  .add_const_input(self)
+                  .add_const_input(other)
+                  .allow_cpu_scalars(false)
+                  .promote_inputs_to_common_dtype(false)
+                  .check_all_same_dtype(true)
+                  .build();
+  if (!has_out) {
+    out = iter.output();
+  }
+  if (out.numel() == 0) {
+    return out;
+  }
+  runtime::AddArgs args{broadcast_arg(self, out.sizes()),
+                        broadcast_arg(other, out.sizes()), arg_of(out),
+                        alpha.toDouble()};
+  auto& kernels = runtime::kernels();
+  check_supported(kAddOp, kernels.add_unsupported(args));
+  kernels.add(out.device().index(),
+              current_native_stream(out.device().index()), args);
+  return out;
+}
+
+at::Tensor add(const at::Tensor& self, const at::Tensor& other,
+               const at::Scalar& alpha) {
+  at::Tensor out;
+  return add_into(self, other, alpha, out, /*has_out=*/false);
+}
+
+at::Tensor& add_(at::Tensor& self, const at::Tensor& other,
+                 const at::Scalar& alpha) {
+  return add_into(self, other, alpha, self, /*has_out=*/true);
+}
+
+at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other,
+                    const at::Scalar& alpha, at::Tensor& out) {
+  return add_into(self, other, alpha, out, /*has_out=*/true);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("add.Tensor", TORCH_FN(add));
+  m.impl("add_.Tensor", TORCH_FN(add_));
+  m.impl("add.out", TORCH_FN(add_out));
+}
+
+}  // namespace torch_infini::ops

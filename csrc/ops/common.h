@@ -1,0 +1,40 @@
+#pragma once
+
+// Helpers shared by the ATen kernels of the infini device: describing tensors
+// to the runtime, the stream to run on, and failing with messages that name
+// the operator and the provider.
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+
+#include <string>
+
+#include "runtime/kernels.h"
+#include "runtime/runtime.h"
+
+namespace torch_infini::ops {
+
+// The tensor as the runtime sees it: data pointer (storage offset applied),
+// sizes, strides, dtype.
+runtime::TensorArg arg_of(const at::Tensor& t);
+
+// `t` viewed with `sizes` (trailing-aligned broadcast: stride 0 along
+// broadcast dimensions), without creating an at::Tensor.
+runtime::TensorArg broadcast_arg(const at::Tensor& t, at::IntArrayRef sizes);
+
+// The provider handle of the current stream of `device`.
+runtime::StreamHandle current_native_stream(c10::DeviceIndex device);
+
+// "host" or "infini/<backend>", for messages.
+std::string provider_label();
+
+// Raises NotImplementedError "<op> on infini (<provider>): <reason>" when
+// `reason` is non-empty.
+void check_supported(const char* op, const std::string& reason);
+
+// Raises unless every tensor is an infini tensor on the same device; names
+// the operator and the offending devices.
+void check_same_infini_device(const char* op, const at::Tensor& a,
+                              const at::Tensor& b);
+
+}  // namespace torch_infini::ops

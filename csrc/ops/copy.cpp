@@ -1,0 +1,149 @@
+// Copies to, from and between infini devices. Contiguous copies of one dtype
+// are runtime memcpys on the current stream; strided or converting copies
+// run the provider's copy kernel on the device (or convert on the CPU side of
+// a host<->device copy).
+//
+// Synchronization follows torch.cuda: copies that involve the host complete
+// before returning (on the current stream, after its earlier work); copies on
+// the device are queued.
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "core/InfiniFunctions.h"
+#include "core/InfiniStream.h"
+#include "ops/common.h"
+
+namespace torch_infini::ops {
+namespace {
+
+constexpr const char* kCopyOp = "aten::copy_";
+
+bool plain_copy(const at::Tensor& src, const at::Tensor& dst) {
+  return src.scalar_type() == dst.scalar_type() &&
+      src.sizes() == dst.sizes() && src.is_contiguous() &&
+      dst.is_contiguous();
+}
+
+// dst = src on one device, queued on the current stream.
+void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
+  const c10::DeviceIndex device = dst.device().index();
+  c10::DeviceGuard guard(dst.device());
+  runtime::StreamHandle stream = current_native_stream(device);
+  if (plain_copy(src, dst)) {
+    if (src.const_data_ptr() != dst.const_data_ptr()) {
+      runtime::provider().memcpy_async(
+          device, dst.mutable_data_ptr(), src.const_data_ptr(), dst.nbytes(),
+          runtime::MemcpyKind::kDeviceToDevice, stream);
+    }
+    return;
+  }
+  runtime::CopyArgs args{broadcast_arg(src, dst.sizes()), arg_of(dst)};
+  auto& kernels = runtime::kernels();
+  check_supported(kCopyOp, kernels.copy_unsupported(args));
+  kernels.copy(device, stream, args);
+}
+
+// A contiguous device tensor with `src`'s values (src itself if it is one).
+at::Tensor contiguous_on_device(const at::Tensor& src) {
+  if (src.is_contiguous()) {
+    return src;
+  }
+  at::Tensor tmp = at::empty(src.sizes(), src.options());
+  copy_on_device(src, tmp);
+  return tmp;
+}
+
+void host_to_device(const at::Tensor& src, const at::Tensor& dst) {
+  const c10::DeviceIndex device = dst.device().index();
+  c10::DeviceGuard guard(dst.device());
+  // Convert and lay out on the CPU side, where it is cheap and exact.
+  const at::Tensor staged =
+      src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  const at::Tensor target = dst.is_contiguous()
+      ? dst
+      : at::empty(dst.sizes(), dst.options());
+  runtime::StreamHandle stream = current_native_stream(device);
+  auto& rt = runtime::provider();
+  rt.memcpy_async(device, target.mutable_data_ptr(), staged.const_data_ptr(),
+                  target.nbytes(), runtime::MemcpyKind::kHostToDevice, stream);
+  // The staged host memory is pageable: the copy must finish before it can
+  // be released or changed by the caller.
+  rt.stream_synchronize(device, stream);
+  if (!target.is_same(dst)) {
+    copy_on_device(target, dst);
+  }
+}
+
+void device_to_host(const at::Tensor& src, const at::Tensor& dst) {
+  const c10::DeviceIndex device = src.device().index();
+  c10::DeviceGuard guard(src.device());
+  const at::Tensor source = contiguous_on_device(src);
+  const bool direct = dst.is_contiguous() &&
+      dst.scalar_type() == src.scalar_type() && dst.sizes() == src.sizes();
+  const at::Tensor target = direct
+      ? dst
+      : at::empty(source.sizes(),
+                  source.options().device(at::kCPU).pinned_memory(false));
+  runtime::StreamHandle stream = current_native_stream(device);
+  auto& rt = runtime::provider();
+  rt.memcpy_async(device, target.mutable_data_ptr(), source.const_data_ptr(),
+                  source.nbytes(), runtime::MemcpyKind::kDeviceToHost, stream);
+  rt.stream_synchronize(device, stream);
+  if (!direct) {
+    dst.copy_(target);
+  }
+}
+
+at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst,
+                      bool /*non_blocking*/) {
+  TORCH_CHECK(self.defined() && dst.defined(), kCopyOp,
+              ": undefined tensor");
+  if (dst.numel() == 0) {
+    return dst;
+  }
+  TORCH_CHECK(!self.is_complex() && !dst.is_complex(), kCopyOp,
+              " on infini: complex dtypes are not supported");
+  const bool from_device = self.device().type() == kInfini;
+  const bool to_device = dst.device().type() == kInfini;
+  TORCH_CHECK((from_device || self.device().is_cpu()) &&
+                  (to_device || dst.device().is_cpu()),
+              kCopyOp, ": infini copies only to and from the CPU, got ",
+              self.device(), " -> ", dst.device());
+  const at::Tensor src =
+      self.sizes() == dst.sizes() ? self : self.expand(dst.sizes());
+  if (from_device && to_device) {
+    if (src.device() == dst.device()) {
+      copy_on_device(src, dst);
+    } else {
+      // Across devices: through the host, each side ordered on its own
+      // device's current stream.
+      at::Tensor staging = at::empty(
+          src.sizes(), src.options().device(at::kCPU).pinned_memory(false));
+      device_to_host(src, staging);
+      host_to_device(staging, dst);
+    }
+  } else if (to_device) {
+    host_to_device(src, dst);
+  } else {
+    device_to_host(src, dst);
+  }
+  return dst;
+}
+
+at::Tensor _copy_from_and_resize(const at::Tensor& self,
+                                 const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  return _copy_from(self, dst, false);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", TORCH_FN(_copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(_copy_from_and_resize));
+}
+
+}  // namespace torch_infini::ops

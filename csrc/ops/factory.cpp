@@ -1,0 +1,115 @@
+// Tensor creation and resizing on the infini device: empty, empty_strided,
+// resize_, and the storage resize the hooks expose.
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "core/InfiniAllocator.h"
+#include "core/InfiniFunctions.h"
+#include "core/InfiniHooks.h"
+#include "core/InfiniStream.h"
+#include "ops/common.h"
+
+namespace torch_infini {
+
+void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
+  TORCH_CHECK(storage.resizable(),
+              "Trying to resize storage that is not resizable");
+  c10::DeviceGuard guard(storage.device());
+  const c10::DeviceIndex device = storage.device().index();
+  at::DataPtr fresh = storage.allocator()->allocate(new_bytes);
+  const size_t keep = std::min(storage.nbytes(), new_bytes);
+  if (keep > 0) {
+    // Queue the copy on the current stream, and keep the old block from
+    // being reused by its own stream before that copy has run.
+    const c10::Stream stream = current_stream(device);
+    allocator::record_stream(storage.data_ptr(), stream);
+    runtime::provider().memcpy_async(device, fresh.get(), storage.data(),
+                                     keep, runtime::MemcpyKind::kDeviceToDevice,
+                                     native_stream(stream));
+  }
+  storage.set_data_ptr_noswap(std::move(fresh));
+  storage.set_nbytes(new_bytes);
+}
+
+namespace ops {
+namespace {
+
+c10::DeviceIndex target_device(std::optional<at::Device> device) {
+  const c10::DeviceIndex index =
+      device.has_value() && device->has_index() ? device->index() : -1;
+  return resolve_device(index);
+}
+
+void check_not_pinned(std::optional<bool> pin_memory) {
+  TORCH_CHECK(!pin_memory.value_or(false),
+              "Only dense CPU tensors can be pinned; an infini tensor is "
+              "device memory already");
+}
+
+at::Tensor empty_memory_format(at::IntArrayRef size,
+                               std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout,
+                               std::optional<at::Device> device,
+                               std::optional<bool> pin_memory,
+                               std::optional<at::MemoryFormat> memory_format) {
+  check_not_pinned(pin_memory);
+  TORCH_CHECK(!layout.has_value() || *layout == at::kStrided,
+              "infini supports only the strided layout, got ", *layout);
+  c10::DeviceGuard guard(at::Device(kInfini, target_device(device)));
+  constexpr c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
+  return at::detail::empty_generic(size, allocator::get(), ks,
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
+                         std::optional<at::ScalarType> dtype,
+                         std::optional<at::Layout> layout,
+                         std::optional<at::Device> device,
+                         std::optional<bool> pin_memory) {
+  check_not_pinned(pin_memory);
+  TORCH_CHECK(!layout.has_value() || *layout == at::kStrided,
+              "infini supports only the strided layout, got ", *layout);
+  c10::DeviceGuard guard(at::Device(kInfini, target_device(device)));
+  constexpr c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
+  return at::detail::empty_strided_generic(size, stride, allocator::get(), ks,
+                                           c10::dtype_or_default(dtype));
+}
+
+const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
+                          std::optional<at::MemoryFormat> memory_format) {
+  for (int64_t s : size) {
+    TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s,
+                ": ", size);
+  }
+  auto* impl = self.unsafeGetTensorImpl();
+  if (self.sizes() != size) {
+    impl->set_sizes_contiguous(size);
+  }
+  const auto format = memory_format.value_or(at::MemoryFormat::Contiguous);
+  if (format != at::MemoryFormat::Preserve) {
+    impl->empty_tensor_restride(format);
+  }
+  const size_t needed =
+      at::detail::computeStorageNbytes(self.sizes(), self.strides(),
+                                       self.dtype().itemsize(),
+                                       self.storage_offset());
+  if (self.numel() > 0 && needed > self.storage().nbytes()) {
+    resize_storage_bytes(self.storage(), needed);
+  }
+  return self;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("resize_", TORCH_FN(resize_));
+}
+
+}  // namespace ops
+}  // namespace torch_infini

@@ -1,0 +1,54 @@
+#include "ops/scalar_cache.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/scalar_tensor.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+namespace torch_infini::ops {
+namespace {
+
+constexpr size_t kMaxCachedScalars = 4096;
+
+using Key = std::tuple<int, int, uint64_t>;  // device, dtype, value bits
+
+Key key_of(const at::Tensor& cpu_value, at::Device device) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, cpu_value.const_data_ptr(), cpu_value.element_size());
+  return {device.index(), static_cast<int>(cpu_value.scalar_type()), bits};
+}
+
+}  // namespace
+
+at::Tensor device_scalar(const at::Scalar& value, at::ScalarType dtype,
+                         at::Device device) {
+  const at::Tensor cpu_value =
+      at::scalar_tensor(value, at::TensorOptions().dtype(dtype));
+  const Key key = key_of(cpu_value, device);
+  static std::mutex mutex;
+  // Leaked on purpose: device tensors must not be freed during static
+  // destruction, after the runtime may be gone.
+  static auto& cache = *std::make_unique<std::map<Key, at::Tensor>>().release();
+  {
+    std::lock_guard<std::mutex> guard(mutex);
+    auto it = cache.find(key);
+    if (it != cache.end()) {
+      return it->second;
+    }
+  }
+  // The copy (a device call) happens outside the lock.
+  at::Tensor on_device =
+      at::empty({}, at::TensorOptions().dtype(dtype).device(device));
+  on_device.copy_(cpu_value);
+  std::lock_guard<std::mutex> guard(mutex);
+  if (cache.size() < kMaxCachedScalars) {
+    cache.emplace(key, on_device);
+  }
+  return on_device;
+}
+
+}  // namespace torch_infini::ops

@@ -1,0 +1,17 @@
+// View operators: metadata only, no data movement. They reuse ATen's
+// device-generic view kernels, which only touch sizes, strides and offsets.
+
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+namespace torch_infini::ops {
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("view", TORCH_FN(at::native::view));
+  m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
+  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+}
+
+}  // namespace torch_infini::ops

@@ -1,0 +1,194 @@
+// torch_infini._C: the Python face of the extension. Thin bindings only; the
+// behaviour lives in core/, ops/ and runtime/.
+
+#include <c10/core/Stream.h>
+#include <pybind11/stl.h>
+#include <torch/extension.h>
+
+#include "core/InfiniAllocator.h"
+#include "core/InfiniFunctions.h"
+#include "core/InfiniHooks.h"
+#include "core/InfiniStream.h"
+#include "runtime/kernels.h"
+#include "runtime/runtime.h"
+#include "runtime/selection.h"
+
+namespace py = pybind11;
+
+namespace torch_infini {
+namespace {
+
+c10::Stream unpack_stream(int64_t stream_id, int64_t device_index) {
+  return c10::Stream(c10::Stream::UNSAFE,
+                     c10::Device(kInfini,
+                                 static_cast<c10::DeviceIndex>(device_index)),
+                     static_cast<c10::StreamId>(stream_id));
+}
+
+py::tuple pack_stream(const c10::Stream& s) {
+  return py::make_tuple(s.id(), static_cast<int64_t>(s.device_index()),
+                        static_cast<int64_t>(s.device_type()));
+}
+
+py::dict provider_info() {
+  auto& p = runtime::provider();
+  const auto& caps = p.capabilities();
+  py::dict capabilities;
+  capabilities["async_copy"] = caps.async_copy;
+  capabilities["pinned_memory"] = caps.pinned_memory;
+  capabilities["timed_events"] = caps.timed_events;
+  capabilities["async_execution"] = caps.async_execution;
+  capabilities["blocking_events"] = caps.blocking_events;
+  capabilities["graphs"] = caps.graphs;
+  py::dict info;
+  info["provider"] = p.name();
+  info["backend"] = p.backend();
+  info["reason"] = runtime::selection_reason();
+  info["device_count"] = p.device_count();
+  info["capabilities"] = capabilities;
+  info["caching_allocator"] = allocator::caching_enabled();
+  return info;
+}
+
+py::list op_support() {
+  py::list ops;
+  for (const auto& s : runtime::kernels().support()) {
+    py::dict d;
+    d["op"] = s.op;
+    py::list dtypes;
+    for (auto t : s.dtypes) {
+      dtypes.append(c10::toString(t));
+    }
+    d["dtypes"] = dtypes;
+    d["alpha"] = s.alpha;
+    d["broadcast"] = s.broadcast;
+    d["strided"] = s.strided;
+    d["kernel"] = s.kernel;
+    ops.append(d);
+  }
+  return ops;
+}
+
+py::dict stat_dict(const c10::CachingAllocator::StatArray& array) {
+  static const char* names[] = {"all", "small_pool", "large_pool"};
+  py::dict out;
+  for (size_t i = 0; i < array.size(); ++i) {
+    py::dict s;
+    s["current"] = array[i].current;
+    s["peak"] = array[i].peak;
+    s["allocated"] = array[i].allocated;
+    s["freed"] = array[i].freed;
+    out[names[i]] = s;
+  }
+  return out;
+}
+
+py::dict memory_stats(int64_t device) {
+  const auto st = allocator::stats(static_cast<c10::DeviceIndex>(device));
+  py::dict d;
+  d["allocation"] = stat_dict(st.allocation);
+  d["segment"] = stat_dict(st.segment);
+  d["active"] = stat_dict(st.active);
+  d["inactive_split"] = stat_dict(st.inactive_split);
+  d["allocated_bytes"] = stat_dict(st.allocated_bytes);
+  d["reserved_bytes"] = stat_dict(st.reserved_bytes);
+  d["active_bytes"] = stat_dict(st.active_bytes);
+  d["inactive_split_bytes"] = stat_dict(st.inactive_split_bytes);
+  d["requested_bytes"] = stat_dict(st.requested_bytes);
+  d["num_alloc_retries"] = st.num_alloc_retries;
+  d["num_ooms"] = st.num_ooms;
+  d["num_device_alloc"] = st.num_device_alloc;
+  d["num_device_free"] = st.num_device_free;
+  d["num_sync_all_streams"] = st.num_sync_all_streams;
+  return d;
+}
+
+}  // namespace
+}  // namespace torch_infini
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  using namespace torch_infini;
+  register_hooks();
+
+  m.def("_infini_stack_compiled", &runtime::infini_stack_compiled);
+  m.def("_provider_info", &provider_info,
+        "Provider, backend, selection reason and capabilities.");
+  m.def("_op_support", &op_support,
+        "The support matrix of every operator the provider runs.");
+
+  m.def("_device_count", [] { return static_cast<int64_t>(device_count()); });
+  m.def("_current_device",
+        [] { return static_cast<int64_t>(current_device()); });
+  m.def("_set_device", [](int64_t d) {
+    set_device(static_cast<c10::DeviceIndex>(d));
+  });
+  m.def("_is_initialized", &is_initialized);
+  m.def("_device_name", [](int64_t d) {
+    check_device(static_cast<c10::DeviceIndex>(d));
+    return runtime::provider().device_name(static_cast<int>(d));
+  });
+  m.def("_mem_get_info", [](int64_t d) {
+    check_device(static_cast<c10::DeviceIndex>(d));
+    size_t free = 0;
+    size_t total = 0;
+    runtime::provider().mem_get_info(static_cast<int>(d), &free, &total);
+    return py::make_tuple(free, total);
+  });
+  m.def("_synchronize", [](int64_t d) {
+    const auto device = resolve_device(static_cast<c10::DeviceIndex>(d));
+    py::gil_scoped_release no_gil;
+    runtime::provider().device_synchronize(device);
+  });
+
+  m.def("_current_stream", [](int64_t d) {
+    return pack_stream(current_stream(static_cast<c10::DeviceIndex>(d)));
+  });
+  m.def("_default_stream", [](int64_t d) {
+    return pack_stream(default_stream(static_cast<c10::DeviceIndex>(d)));
+  });
+  m.def("_stream_from_pool", [](int64_t priority, int64_t d) {
+    return pack_stream(stream_from_pool(static_cast<int>(priority),
+                                        static_cast<c10::DeviceIndex>(d)));
+  });
+  m.def("_set_stream", [](int64_t id, int64_t d) {
+    // As torch.cuda.set_stream: the stream's device becomes current too.
+    const c10::Stream s = unpack_stream(id, d);
+    check_stream(s);
+    set_device(s.device_index());
+    set_current_stream(s);
+  });
+  m.def("_stream_priority", [](int64_t id, int64_t d) {
+    return stream_priority(unpack_stream(id, d));
+  });
+  m.def("_stream_priority_range", [] {
+    return py::make_tuple(kLowestStreamPriority, kHighestStreamPriority);
+  });
+  m.def("_test_enqueue_delay", [](int64_t id, int64_t d, double ms) {
+    const c10::Stream s = unpack_stream(id, d);
+    check_stream(s);
+    return runtime::provider().enqueue_delay(s.device_index(),
+                                             native_stream(s), ms);
+  }, "Test hook: queue a host-side wait of `ms` on a stream.");
+
+  m.def("_event_elapsed_time", [](uintptr_t start, uintptr_t end, int64_t d) {
+    return runtime::provider().event_elapsed_ms(
+        resolve_device(static_cast<c10::DeviceIndex>(d)),
+        reinterpret_cast<runtime::EventHandle>(start),
+        reinterpret_cast<runtime::EventHandle>(end));
+  });
+
+  m.def("_memory_stats", &memory_stats);
+  m.def("_empty_cache", [] {
+    py::gil_scoped_release no_gil;
+    allocator::empty_cache();
+  });
+  m.def("_reset_peak_memory_stats", [](int64_t d) {
+    allocator::reset_peak_stats(static_cast<c10::DeviceIndex>(d));
+  });
+  m.def("_reset_accumulated_memory_stats", [](int64_t d) {
+    allocator::reset_accumulated_stats(static_cast<c10::DeviceIndex>(d));
+  });
+  m.def("_set_memory_fraction", [](double f, int64_t d) {
+    allocator::set_memory_fraction(f, static_cast<c10::DeviceIndex>(d));
+  });
+}

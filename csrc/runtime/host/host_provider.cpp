@@ -1,0 +1,253 @@
+#include "runtime/host/host_provider.h"
+
+#include <c10/util/Exception.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include "runtime/env.h"
+#include "runtime/kernels.h"
+
+namespace torch_infini::runtime::host {
+namespace {
+
+constexpr size_t kAlignment = 64;
+constexpr int kMaxHostDevices = 16;
+
+// Device blocks are 64-byte aligned and never zero-sized, like cudaMalloc's.
+size_t round_up(size_t bytes) {
+  return bytes == 0 ? kAlignment
+                    : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+size_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page_size > 0
+      ? static_cast<size_t>(pages) * static_cast<size_t>(page_size)
+      : size_t{16} << 30;
+}
+
+// Rethrows a worker's error as a PyTorch error the user can read.
+template <typename F>
+auto checked(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, e.what());
+  }
+}
+
+}  // namespace
+
+HostProvider::HostProvider() {
+  device_count_ = static_cast<int>(env_int(
+      "TORCH_INFINI_HOST_DEVICES", 1, 1, kMaxHostDevices));
+  const size_t total = env_bytes("TORCH_INFINI_HOST_MEMORY",
+                                 physical_memory_bytes());
+  devices_.reserve(device_count_);
+  for (int i = 0; i < device_count_; ++i) {
+    devices_.push_back(std::make_unique<Device>());
+    devices_.back()->total_bytes = total;
+  }
+  caps_.async_copy = true;
+  caps_.pinned_memory = true;
+  caps_.timed_events = true;
+  caps_.async_execution = true;
+  caps_.blocking_events = true;
+  caps_.graphs = false;
+  kernels_ = make_host_kernels(*this);
+}
+
+HostProvider::Device& HostProvider::dev(int device) {
+  TORCH_CHECK(device >= 0 && device < device_count_,
+              "infini host runtime: invalid device index ", device,
+              " (device count is ", device_count_, ")");
+  return *devices_[device];
+}
+
+std::string HostProvider::device_name(int device) const {
+  TORCH_CHECK(device >= 0 && device < device_count_,
+              "invalid device index ", device);
+  return "Infini host runtime device " + std::to_string(device);
+}
+
+void HostProvider::mem_get_info(int device, size_t* free, size_t* total) {
+  Device& d = dev(device);
+  const size_t used = d.used_bytes.load();
+  *total = d.total_bytes;
+  *free = used >= d.total_bytes ? 0 : d.total_bytes - used;
+}
+
+void* HostProvider::malloc(int device, size_t bytes) {
+  Device& d = dev(device);
+  const size_t rounded = round_up(bytes);
+  // Reserve against the configured device size first, so OOM is exact even
+  // with several threads allocating.
+  size_t used = d.used_bytes.load();
+  do {
+    if (rounded > d.total_bytes || used > d.total_bytes - rounded) {
+      return nullptr;
+    }
+  } while (!d.used_bytes.compare_exchange_weak(used, used + rounded));
+  void* ptr = std::aligned_alloc(kAlignment, rounded);
+  if (ptr == nullptr) {
+    d.used_bytes -= rounded;
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> guard(allocations_mutex_);
+  allocations_.emplace(ptr, rounded);
+  return ptr;
+}
+
+void HostProvider::free(int device, void* ptr) {
+  if (ptr == nullptr) {
+    return;
+  }
+  size_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> guard(allocations_mutex_);
+    auto it = allocations_.find(ptr);
+    TORCH_CHECK(it != allocations_.end(),
+                "infini host runtime: free of a pointer it did not allocate");
+    bytes = it->second;
+    allocations_.erase(it);
+  }
+  dev(device).used_bytes -= bytes;
+  std::free(ptr);
+}
+
+void* HostProvider::malloc_host(size_t bytes) {
+  return std::aligned_alloc(kAlignment, round_up(bytes));
+}
+
+void HostProvider::free_host(void* ptr) {
+  std::free(ptr);
+}
+
+HostStream& HostProvider::stream(int device, StreamHandle handle) {
+  if (handle != nullptr) {
+    return *static_cast<HostStream*>(handle);
+  }
+  Device& d = dev(device);
+  std::call_once(d.default_stream_once, [&] {
+    d.default_stream = std::make_unique<HostStream>(device, 0);
+  });
+  return *d.default_stream;
+}
+
+StreamHandle HostProvider::stream_create(int device, int priority) {
+  Device& d = dev(device);
+  auto created = std::make_unique<HostStream>(device, priority);
+  HostStream* raw = created.get();
+  std::lock_guard<std::mutex> guard(d.streams_mutex);
+  d.streams.push_back(std::move(created));
+  return raw;
+}
+
+void HostProvider::stream_synchronize(int device, StreamHandle handle) {
+  checked([&] { stream(device, handle).synchronize(); });
+}
+
+bool HostProvider::stream_query(int device, StreamHandle handle) {
+  return checked([&] { return stream(device, handle).query(); });
+}
+
+void HostProvider::stream_wait_event(int device, StreamHandle handle,
+                                     EventHandle ev) {
+  event(ev).block(stream(device, handle));
+}
+
+void HostProvider::device_synchronize(int device) {
+  Device& d = dev(device);
+  stream_synchronize(device, nullptr);
+  std::vector<HostStream*> streams;
+  {
+    std::lock_guard<std::mutex> guard(d.streams_mutex);
+    for (auto& s : d.streams) {
+      streams.push_back(s.get());
+    }
+  }
+  // Synchronize outside the lock: the workers may be long busy.
+  for (HostStream* s : streams) {
+    checked([&] { s->synchronize(); });
+  }
+}
+
+HostEvent& HostProvider::event(EventHandle handle) {
+  TORCH_CHECK(handle != nullptr, "infini host runtime: null event");
+  return *static_cast<HostEvent*>(handle);
+}
+
+EventHandle HostProvider::event_create(int device, bool timing,
+                                       bool /*blocking*/) {
+  dev(device);
+  auto ev = std::make_shared<HostEvent>(device, timing);
+  void* handle = ev.get();
+  std::lock_guard<std::mutex> guard(events_mutex_);
+  events_.emplace(handle, std::move(ev));
+  return handle;
+}
+
+void HostProvider::event_destroy(int /*device*/, EventHandle handle) {
+  // Queued records and waits hold their own reference: destroying an event
+  // with work pending is safe, as it is in CUDA.
+  std::shared_ptr<HostEvent> owned;
+  std::lock_guard<std::mutex> guard(events_mutex_);
+  auto it = events_.find(handle);
+  if (it != events_.end()) {
+    owned = std::move(it->second);
+    events_.erase(it);
+  }
+}
+
+void HostProvider::event_record(int device, EventHandle ev,
+                                StreamHandle handle) {
+  event(ev).record(stream(device, handle));
+}
+
+bool HostProvider::event_query(int /*device*/, EventHandle ev) {
+  return event(ev).query();
+}
+
+void HostProvider::event_synchronize(int /*device*/, EventHandle ev) {
+  event(ev).synchronize();
+}
+
+float HostProvider::event_elapsed_ms(int /*device*/, EventHandle start,
+                                     EventHandle end) {
+  HostEvent& s = event(start);
+  HostEvent& e = event(end);
+  TORCH_CHECK(s.timing() && e.timing(),
+              "elapsed_time needs both events created with enable_timing=True");
+  return checked([&] { return e.elapsed_since(s); });
+}
+
+void HostProvider::memcpy_async(int device, void* dst, const void* src,
+                                size_t bytes, MemcpyKind /*kind*/,
+                                StreamHandle handle) {
+  if (bytes == 0) {
+    return;
+  }
+  stream(device, handle).enqueue(
+      [dst, src, bytes] { std::memcpy(dst, src, bytes); });
+}
+
+OpKernels& HostProvider::kernels() {
+  return *kernels_;
+}
+
+bool HostProvider::enqueue_delay(int device, StreamHandle handle, double ms) {
+  stream(device, handle).enqueue([ms] {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+  });
+  return true;
+}
+
+}  // namespace torch_infini::runtime::host

@@ -1,0 +1,94 @@
+#pragma once
+
+// The built-in host runtime: an asynchronous accelerator simulated on the
+// host. Device memory comes from the host heap (but is only reached through
+// the runtime), every stream is a worker-thread queue, events mark queue
+// positions, and kernels are CPU ATen kernels run on the workers over aliases
+// of device memory.
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/host/host_stream.h"
+#include "runtime/runtime.h"
+
+namespace torch_infini::runtime::host {
+
+class HostProvider final : public Provider {
+ public:
+  HostProvider();
+
+  const char* name() const override { return "host"; }
+  const std::string& backend() const override { return backend_; }
+  const Capabilities& capabilities() const override { return caps_; }
+
+  int device_count() const override { return device_count_; }
+  std::string device_name(int device) const override;
+  void mem_get_info(int device, size_t* free, size_t* total) override;
+  void set_device(int /*device*/) override {}
+
+  void* malloc(int device, size_t bytes) override;
+  void free(int device, void* ptr) override;
+  void* malloc_host(size_t bytes) override;
+  void free_host(void* ptr) override;
+
+  StreamHandle stream_create(int device, int priority) override;
+  void stream_synchronize(int device, StreamHandle stream) override;
+  bool stream_query(int device, StreamHandle stream) override;
+  void stream_wait_event(int device, StreamHandle stream,
+                         EventHandle event) override;
+  void device_synchronize(int device) override;
+
+  EventHandle event_create(int device, bool timing, bool blocking) override;
+  void event_destroy(int device, EventHandle event) override;
+  void event_record(int device, EventHandle event,
+                    StreamHandle stream) override;
+  bool event_query(int device, EventHandle event) override;
+  void event_synchronize(int device, EventHandle event) override;
+  float event_elapsed_ms(int device, EventHandle start,
+                         EventHandle end) override;
+
+  void memcpy_async(int device, void* dst, const void* src, size_t bytes,
+                    MemcpyKind kind, StreamHandle stream) override;
+
+  OpKernels& kernels() override;
+  bool enqueue_delay(int device, StreamHandle stream, double ms) override;
+
+  // The queue behind a handle (nullptr is the device's default stream).
+  HostStream& stream(int device, StreamHandle handle);
+
+ private:
+  struct Device {
+    size_t total_bytes = 0;
+    std::atomic<size_t> used_bytes{0};
+    std::once_flag default_stream_once;
+    std::unique_ptr<HostStream> default_stream;
+    std::mutex streams_mutex;
+    std::vector<std::unique_ptr<HostStream>> streams;
+  };
+
+  Device& dev(int device);
+  HostEvent& event(EventHandle handle);
+
+  std::string backend_ = "host";
+  Capabilities caps_;
+  int device_count_ = 1;
+  std::vector<std::unique_ptr<Device>> devices_;
+
+  std::mutex allocations_mutex_;
+  std::unordered_map<void*, size_t> allocations_;
+
+  std::mutex events_mutex_;
+  std::unordered_map<void*, std::shared_ptr<HostEvent>> events_;
+
+  std::unique_ptr<OpKernels> kernels_;
+};
+
+std::unique_ptr<OpKernels> make_host_kernels(HostProvider& provider);
+
+}  // namespace torch_infini::runtime::host

@@ -1,0 +1,76 @@
+#pragma once
+
+// The narrow kernel interface between ops/ ("what PyTorch asked") and the
+// providers ("what the device can do"): one argument record and one entry per
+// op family, plus the declared support matrix of each op.
+
+#include <c10/core/ScalarType.h>
+#include <c10/util/SmallVector.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/runtime.h"
+
+namespace torch_infini::runtime {
+
+// One tensor as a kernel sees it: device memory plus layout, by value so a
+// queued kernel can outlive the at::Tensor it came from (the allocator keeps
+// the memory alive until the stream's work on it is done).
+struct TensorArg {
+  void* data = nullptr;
+  c10::SmallVector<int64_t, 6> sizes;
+  c10::SmallVector<int64_t, 6> strides;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+};
+
+// out = self + alpha * other. `self` and `other` are already broadcast to
+// out's shape (stride 0 along broadcast dimensions).
+struct AddArgs {
+  TensorArg self;
+  TensorArg other;
+  TensorArg out;
+  double alpha = 1.0;
+};
+
+// dst = src, element by element, any strides, converting dtype. Both live on
+// the same device.
+struct CopyArgs {
+  TensorArg src;
+  TensorArg dst;
+};
+
+// The declared support matrix of one op on one provider backend.
+struct OpSupport {
+  std::string op;  // ATen schema name, e.g. "aten::add.Tensor"
+  std::vector<c10::ScalarType> dtypes;
+  bool alpha = false;      // alpha != 1 is computed
+  bool broadcast = false;  // inputs with stride-0 (broadcast) dimensions
+  bool strided = false;    // non-contiguous inputs and outputs
+  std::string kernel;      // what runs it, e.g. "infini::ops::Add"
+};
+
+class OpKernels {
+ public:
+  virtual ~OpKernels() = default;
+
+  // Every op this provider serves, with its support matrix.
+  virtual const std::vector<OpSupport>& support() const = 0;
+
+  // Empty when the provider can run `args`; otherwise why not, phrased to
+  // follow "<op> on <provider>/<backend> ...". Checked before every launch
+  // because some native libraries abort the process on input they cannot run.
+  virtual std::string add_unsupported(const AddArgs& args) const = 0;
+  // Enqueues the add on `stream` of `device`.
+  virtual void add(int device, StreamHandle stream, const AddArgs& args) = 0;
+
+  // Strided and dtype-converting copies on the device (contiguous copies of
+  // one dtype go through Provider::memcpy_async instead).
+  virtual std::string copy_unsupported(const CopyArgs& args) const = 0;
+  virtual void copy(int device, StreamHandle stream, const CopyArgs& args) = 0;
+};
+
+// The selected provider's kernels.
+OpKernels& kernels();
+
+}  // namespace torch_infini::runtime

@@ -1,0 +1,93 @@
+// Provider selection: once per process. Order: an InfiniRT accelerator with a
+// device, then InfiniRT's CPU backend, then the built-in host runtime.
+// TORCH_INFINI_PROVIDER=host|infini|auto forces the choice.
+
+#include <c10/util/Exception.h>
+
+#include <memory>
+#include <string>
+
+#include "runtime/env.h"
+#include "runtime/host/host_provider.h"
+#include "runtime/kernels.h"
+#include "runtime/selection.h"
+
+namespace torch_infini::runtime {
+
+#ifdef TORCH_INFINI_WITH_INFINI_STACK
+namespace infini {
+// Defined in runtime/infini: the InfiniRT/InfiniOps provider, on the best
+// InfiniRT backend that has a device.
+std::unique_ptr<Provider> make_infini_provider();
+}  // namespace infini
+#endif
+
+bool infini_stack_compiled() {
+#ifdef TORCH_INFINI_WITH_INFINI_STACK
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace {
+
+struct Selection {
+  std::unique_ptr<Provider> provider;
+  std::string requested;
+  std::string reason;
+};
+
+Selection select() {
+  Selection s;
+  s.requested = env_string("TORCH_INFINI_PROVIDER", "auto");
+  TORCH_CHECK(s.requested == "auto" || s.requested == "host" ||
+                  s.requested == "infini",
+              "TORCH_INFINI_PROVIDER='", s.requested,
+              "' is not one of: auto, host, infini");
+  if (s.requested == "host") {
+    s.provider = std::make_unique<host::HostProvider>();
+    s.reason = "forced by TORCH_INFINI_PROVIDER=host";
+    return s;
+  }
+#ifdef TORCH_INFINI_WITH_INFINI_STACK
+  s.provider = infini::make_infini_provider();
+  s.reason = s.requested == "infini"
+      ? "forced by TORCH_INFINI_PROVIDER=infini"
+      : "Infini stack compiled in; InfiniRT backend '" +
+          s.provider->backend() + "' selected";
+#else
+  TORCH_CHECK(s.requested != "infini",
+              "TORCH_INFINI_PROVIDER=infini, but this build of torch_infini "
+              "has no Infini stack: rebuild with INFINI_RT_PREFIX and "
+              "INFINI_OPS_PREFIX set (see the README)");
+  s.provider = std::make_unique<host::HostProvider>();
+  s.reason = "Infini stack not compiled in";
+#endif
+  return s;
+}
+
+Selection& selection() {
+  // Leaked on purpose: stream workers and allocator deleters may still run
+  // while the interpreter shuts down, after static destructors would have
+  // destroyed a provider with static storage.
+  static Selection& s = *std::make_unique<Selection>(select()).release();
+  return s;
+}
+
+}  // namespace
+
+Provider& provider() {
+  return *selection().provider;
+}
+
+OpKernels& kernels() {
+  static OpKernels& table = provider().kernels();
+  return table;
+}
+
+std::string selection_reason() {
+  return selection().reason;
+}
+
+}  // namespace torch_infini::runtime

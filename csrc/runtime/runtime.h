@@ -1,0 +1,102 @@
+#pragma once
+
+// The runtime interface: "what the device can do". core/ and ops/ talk only to
+// this header; each provider (runtime/host, runtime/infini) implements it.
+// Calls are CUDA-runtime shaped: device memory, streams, events, copies, plus
+// a capability record so callers never have to guess what a backend can do.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace torch_infini::runtime {
+
+using StreamHandle = void*;
+using EventHandle = void*;
+
+class OpKernels;
+
+enum class MemcpyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
+
+// What the selected provider and backend can do. Probed once, never guessed.
+struct Capabilities {
+  // MemcpyAsync returns before the copy has finished.
+  bool async_copy = false;
+  // MallocHost returns memory that asynchronous copies may read and write.
+  bool pinned_memory = false;
+  // Elapsed time between two events measures the work queued between them.
+  bool timed_events = false;
+  // Streams and events can report "not ready" (work really runs later).
+  bool async_execution = false;
+  // Event synchronization sleeps instead of spinning.
+  bool blocking_events = false;
+  // Stream capture into replayable graphs.
+  bool graphs = false;
+};
+
+class Provider {
+ public:
+  virtual ~Provider() = default;
+
+  // "host" or "infini": the runtime provider serving the device.
+  virtual const char* name() const = 0;
+  // The backend under the provider: "host" for the built-in runtime, the
+  // InfiniRT backend name ("cpu", "nvidia", ...) for the Infini stack.
+  virtual const std::string& backend() const = 0;
+  virtual const Capabilities& capabilities() const = 0;
+
+  virtual int device_count() const = 0;
+  virtual std::string device_name(int device) const = 0;
+  virtual void mem_get_info(int device, size_t* free, size_t* total) = 0;
+  // Makes `device` current for runtime calls made by this thread. Providers
+  // whose native selection is thread-local re-apply it here.
+  virtual void set_device(int device) = 0;
+
+  // Device memory. malloc returns nullptr when the device is out of memory.
+  virtual void* malloc(int device, size_t bytes) = 0;
+  virtual void free(int device, void* ptr) = 0;
+  // Page-locked host memory (only meaningful when capabilities().pinned_memory).
+  virtual void* malloc_host(size_t bytes) = 0;
+  virtual void free_host(void* ptr) = 0;
+
+  // Streams. The handle of a device's default stream is nullptr.
+  virtual StreamHandle stream_create(int device, int priority) = 0;
+  virtual void stream_synchronize(int device, StreamHandle stream) = 0;
+  virtual bool stream_query(int device, StreamHandle stream) = 0;
+  virtual void stream_wait_event(int device, StreamHandle stream,
+                                 EventHandle event) = 0;
+  virtual void device_synchronize(int device) = 0;
+
+  // Events.
+  virtual EventHandle event_create(int device, bool timing, bool blocking) = 0;
+  virtual void event_destroy(int device, EventHandle event) = 0;
+  virtual void event_record(int device, EventHandle event,
+                            StreamHandle stream) = 0;
+  virtual bool event_query(int device, EventHandle event) = 0;
+  virtual void event_synchronize(int device, EventHandle event) = 0;
+  virtual float event_elapsed_ms(int device, EventHandle start,
+                                 EventHandle end) = 0;
+
+  // Copies ordered on `stream`. Where the backend has no asynchronous copy
+  // this completes before returning (and after the stream's earlier work).
+  virtual void memcpy_async(int device, void* dst, const void* src,
+                            size_t bytes, MemcpyKind kind,
+                            StreamHandle stream) = 0;
+
+  // The kernels this provider runs (see runtime/kernels.h).
+  virtual OpKernels& kernels() = 0;
+
+  // Test hook: queues a wait of `ms` milliseconds on `stream`, so tests can
+  // hold a queue busy deterministically. Returns false where the backend
+  // cannot queue host work (the Infini stack).
+  virtual bool enqueue_delay(int device, StreamHandle stream, double ms) = 0;
+};
+
+// The provider selected for this process (selected on first use).
+Provider& provider();
+
+// Which providers this build can serve ("host" always, "infini" when the
+// Infini stack is compiled in).
+bool infini_stack_compiled();
+
+}  // namespace torch_infini::runtime

@@ -1,0 +1,163 @@
+"""How torch_infini is built: Infini stack discovery and build metadata.
+
+Pure functions of an environment mapping, so the build's checks can be tested
+without building anything. ``setup.py`` is their only production caller.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+#: InfiniRT backends, as they appear in ``include/infini/rt/<backend>/``.
+INFINI_RT_BACKENDS = (
+    "cpu", "nvidia", "cambricon", "ascend", "metax", "moore", "iluvatar", "hygon",
+)
+
+
+class BuildConfigError(RuntimeError):
+    """A set variable points at something that is not a usable install."""
+
+
+@dataclass
+class InfiniStack:
+    """Where the Infini stack's headers and libraries are, and what it has."""
+
+    rt_include_dirs: list[str]
+    rt_library_dirs: list[str]
+    ops_include_dirs: list[str]
+    ops_library_dirs: list[str]
+    cuda_include_dirs: list[str] = field(default_factory=list)
+    rt_backends: list[str] = field(default_factory=list)
+    # Operators InfiniOps instantiated, and whether its Add takes alpha.
+    ops_operators: list[str] = field(default_factory=list)
+    ops_add_has_alpha: bool = False
+
+    @property
+    def include_dirs(self) -> list[str]:
+        return self.ops_include_dirs + self.rt_include_dirs + self.cuda_include_dirs
+
+    @property
+    def library_dirs(self) -> list[str]:
+        return self.ops_library_dirs + self.rt_library_dirs
+
+    @property
+    def define_macros(self) -> list[tuple[str, str]]:
+        macros = [("TORCH_INFINI_WITH_INFINI_STACK", "1")]
+        if self.ops_add_has_alpha:
+            macros.append(("TORCH_INFINI_OPS_ADD_HAS_ALPHA", "1"))
+        for backend in self.rt_backends:
+            macros.append((f"TORCH_INFINI_RT_HAS_{backend.upper()}", "1"))
+        return macros
+
+
+def _split(value: str) -> list[str]:
+    return [p for p in value.split(os.pathsep) if p]
+
+
+def _dirs(env: Mapping[str, str], override: str, prefix_var: str, prefix: str,
+          sub: tuple[str, ...]) -> tuple[str, list[str]]:
+    """The directories named by ``override``, else ``prefix/<first of sub that exists>``."""
+    if env.get(override):
+        return override, _split(env[override])
+    for name in sub:
+        candidate = Path(prefix) / name
+        if candidate.is_dir():
+            return prefix_var, [str(candidate)]
+    return prefix_var, [str(Path(prefix) / sub[0])]
+
+
+def _require_file(var: str, dirs: list[str], relative: str) -> Path:
+    for d in dirs:
+        candidate = Path(d) / relative
+        if candidate.is_file():
+            return candidate
+    raise BuildConfigError(
+        f"{var} is set, but {relative} was not found in {os.pathsep.join(dirs)}; "
+        f"point {var} at an installed build (see README, 'Building against the Infini stack')"
+    )
+
+
+def rt_backends_from_header(header: Path) -> list[str]:
+    """The backends an installed InfiniRT was built with, from its generated header."""
+    text = header.read_text(errors="replace")
+    found = re.findall(r"#include <infini/rt/(\w+)/device_\.h>", text)
+    return [b for b in INFINI_RT_BACKENDS if b in found]
+
+
+def ops_api_from_header(header: Path) -> tuple[list[str], bool]:
+    """Instantiated operators and whether ``Add`` takes ``alpha``, from InfiniOps' header."""
+    text = header.read_text(errors="replace")
+    operators = sorted(set(re.findall(r"Operator<::infini::ops::(\w+)>", text)))
+    add_alpha = "Operator<::infini::ops::Add>::Call<Tensor, Tensor, double, Tensor>" in text
+    return operators, add_alpha
+
+
+def resolve_infini_stack(env: Mapping[str, str]) -> InfiniStack | None:
+    """The Infini stack to compile against, or None for a host-runtime-only build.
+
+    Raises BuildConfigError when a variable is set but does not lead to the
+    headers and library it must: never a silent host-only build.
+    """
+    rt_prefix = env.get("INFINI_RT_PREFIX", "")
+    ops_prefix = env.get("INFINI_OPS_PREFIX", "")
+    overrides = ("INFINI_RT_INCLUDE_DIRS", "INFINI_RT_LIBRARY_DIRS",
+                 "INFINI_OPS_INCLUDE_DIRS", "INFINI_OPS_LIBRARY_DIRS")
+    if not rt_prefix and not ops_prefix and not any(env.get(v) for v in overrides):
+        return None
+    if not (rt_prefix or (env.get("INFINI_RT_INCLUDE_DIRS") and env.get("INFINI_RT_LIBRARY_DIRS"))):
+        raise BuildConfigError(
+            "INFINI_OPS_PREFIX is set but INFINI_RT_PREFIX is not: the Infini stack needs both "
+            "(or INFINI_RT_INCLUDE_DIRS and INFINI_RT_LIBRARY_DIRS)")
+    if not (ops_prefix or (env.get("INFINI_OPS_INCLUDE_DIRS") and env.get("INFINI_OPS_LIBRARY_DIRS"))):
+        raise BuildConfigError(
+            "INFINI_RT_PREFIX is set but INFINI_OPS_PREFIX is not: the Infini stack needs both "
+            "(or INFINI_OPS_INCLUDE_DIRS and INFINI_OPS_LIBRARY_DIRS)")
+    for var, value in (("INFINI_RT_PREFIX", rt_prefix), ("INFINI_OPS_PREFIX", ops_prefix)):
+        if value and not Path(value).is_dir():
+            raise BuildConfigError(f"{var}={value} is not a directory")
+
+    rt_inc_var, rt_inc = _dirs(env, "INFINI_RT_INCLUDE_DIRS", "INFINI_RT_PREFIX", rt_prefix, ("include",))
+    rt_lib_var, rt_lib = _dirs(env, "INFINI_RT_LIBRARY_DIRS", "INFINI_RT_PREFIX", rt_prefix, ("lib", "lib64"))
+    ops_inc_var, ops_inc = _dirs(env, "INFINI_OPS_INCLUDE_DIRS", "INFINI_OPS_PREFIX", ops_prefix, ("include",))
+    ops_lib_var, ops_lib = _dirs(env, "INFINI_OPS_LIBRARY_DIRS", "INFINI_OPS_PREFIX", ops_prefix, ("lib", "lib64"))
+
+    rt_header = _require_file(rt_inc_var, rt_inc, "infini/rt.h")
+    generated = rt_header.parent / "rt" / "generated.h"
+    _require_file(rt_lib_var, rt_lib, "libinfinirt.so")
+    ops_header = _require_file(ops_inc_var, ops_inc, "infini/operator_call_instantiations.h")
+    _require_file(ops_lib_var, ops_lib, "libinfiniops.so")
+
+    backends = rt_backends_from_header(generated) if generated.is_file() else []
+    operators, add_alpha = ops_api_from_header(ops_header)
+    return InfiniStack(
+        rt_include_dirs=rt_inc, rt_library_dirs=rt_lib,
+        ops_include_dirs=ops_inc, ops_library_dirs=ops_lib,
+        cuda_include_dirs=_split(env.get("CUDA_INCLUDE_DIRS", "")),
+        rt_backends=backends, ops_operators=operators, ops_add_has_alpha=add_alpha,
+    )
+
+
+def torch_major_minor(version: str) -> str:
+    """``2.13.0+cpu`` -> ``2.13``; raises ValueError on anything else."""
+    match = re.match(r"^(\d+)\.(\d+)", version)
+    if not match:
+        raise ValueError(f"not a PyTorch version: {version!r}")
+    return f"{int(match.group(1))}.{int(match.group(2))}"
+
+
+def build_metadata(torch_version: str, cxx11_abi: bool, stack: InfiniStack | None) -> dict:
+    """What the import guard checks at import time, and the diagnostics show."""
+    return {
+        "schema": 1,
+        "torch_version": torch_version,
+        "torch_major_minor": torch_major_minor(torch_version),
+        "cxx11_abi": bool(cxx11_abi),
+        "infini_stack": stack is not None,
+        "infini_rt_backends": list(stack.rt_backends) if stack else [],
+        "infini_ops_operators": list(stack.ops_operators) if stack else [],
+        "infini_ops_add_has_alpha": bool(stack.ops_add_has_alpha) if stack else False,
+    }

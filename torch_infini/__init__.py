@@ -1,0 +1,50 @@
+"""torch_infini: PyTorch on the Infini stack.
+
+``import torch_infini`` renames PyTorch's PrivateUse1 backend to ``infini``,
+registers ``torch.infini`` (a module mirroring ``torch.cuda``), and makes
+``device="infini:N"`` tensors run on one of two runtime providers:
+
+* the Infini stack (InfiniRT + InfiniOps), when this build was compiled
+  against it; it uses an InfiniRT accelerator backend with a device, else
+  InfiniRT's CPU backend;
+* the built-in host runtime, always available: an asynchronous accelerator
+  simulated on the host (streams are worker queues, events time real work).
+
+``TORCH_INFINI_PROVIDER=host|infini|auto`` forces the provider. Operators the
+device has no kernel for raise ``NotImplementedError`` naming the operator;
+nothing silently falls back to the CPU. ``python -m torch_infini`` prints what
+is installed and selected; ``python -m torch_infini --ops`` lists operators.
+"""
+
+from __future__ import annotations
+
+from ._guard import check_build as _check_build
+
+# Before anything is renamed or the native module is loaded.
+_BUILD_INFO = _check_build()
+
+import torch  # noqa: E402
+
+from . import _C  # noqa: E402  (registers the device guard, hooks, allocator, kernels)
+from . import infini as _infini_module  # noqa: E402
+from .diagnostics import diagnostics, operator_table  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = ["diagnostics", "operator_table", "build_info", "__version__"]
+
+
+def build_info() -> dict:
+    """The build metadata: PyTorch version and ABI built against, Infini stack."""
+    return dict(_BUILD_INFO)
+
+
+def _register() -> None:
+    torch.utils.rename_privateuse1_backend("infini")
+    torch._register_device_module("infini", _infini_module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_storage=True
+    )
+
+
+_register()

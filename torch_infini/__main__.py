@@ -1,0 +1,29 @@
+"""``python -m torch_infini [--ops] [--json]``: diagnostics and the operator table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torch_infini", description=__doc__)
+    parser.add_argument("--ops", action="store_true", help="list the operators the selected provider runs")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    args = parser.parse_args(argv)
+
+    import torch_infini
+    from torch_infini.diagnostics import format_diagnostics, format_operator_table
+
+    if args.ops:
+        rows = torch_infini.operator_table()
+        print(json.dumps(rows, indent=2) if args.json else format_operator_table(rows))
+    else:
+        d = torch_infini.diagnostics()
+        print(json.dumps(d, indent=2) if args.json else format_diagnostics(d))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

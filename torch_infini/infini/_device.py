@@ -1,0 +1,134 @@
+"""Device management: the torch.cuda functions of the same names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .. import _C
+from ._utils import Device, _check_index, _device_of_object, _get_device_index
+
+
+def is_available() -> bool:
+    r"""Return a bool indicating if an infini device is currently available."""
+    return _C._device_count() > 0
+
+
+def device_count() -> int:
+    r"""Return the number of infini devices available."""
+    return _C._device_count()
+
+
+def is_initialized() -> bool:
+    r"""Return whether the infini runtime has been initialized in this process."""
+    return _C._is_initialized()
+
+
+def init() -> None:
+    r"""Initialize the infini runtime (it also initializes lazily on first use)."""
+    _C._device_count()
+
+
+def current_device() -> int:
+    r"""Return the index of the currently selected device."""
+    return _C._current_device()
+
+
+def set_device(device: Device) -> None:
+    r"""Set the current device.
+
+    Args:
+        device (torch.device or int or str): selected device. This function is
+            a no-op if this argument is negative.
+    """
+    index = _get_device_index(device)
+    if index >= 0:
+        _C._set_device(_check_index(index))
+
+
+class device:
+    r"""Context-manager that changes the selected device.
+
+    Args:
+        device (torch.device or int or str): device index to select. It's a
+            no-op if this argument is a negative integer or ``None``.
+    """
+
+    def __init__(self, device: Any):
+        self.idx = _get_device_index(device, optional=True) if device is not None else -1
+        self.prev_idx = -1
+
+    def __enter__(self) -> None:
+        if self.idx < 0:
+            return
+        self.prev_idx = _C._current_device()
+        if self.idx != self.prev_idx:
+            _C._set_device(_check_index(self.idx))
+
+    def __exit__(self, type: Any, value: Any, traceback: Any) -> bool:
+        if self.idx >= 0 and self.prev_idx != self.idx:
+            _C._set_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    r"""Context-manager that changes the current device to that of given object.
+
+    You can use both tensors and storages as arguments. If a given object is
+    not allocated on an infini device, this is a no-op.
+    """
+
+    def __init__(self, obj: Any):
+        super().__init__(_device_of_object(obj))
+
+
+def synchronize(device: Device = None) -> None:
+    r"""Wait for all kernels in all streams on an infini device to complete.
+
+    Args:
+        device (torch.device or int, optional): device for which to
+            synchronize. It uses the current device if ``device`` is ``None``.
+    """
+    index = _check_index(_get_device_index(device, optional=True))
+    _C._synchronize(index)
+
+
+@dataclass(frozen=True)
+class _InfiniDeviceProperties:
+    name: str
+    total_memory: int
+    provider: str
+    backend: str
+
+    def __repr__(self) -> str:
+        return (
+            f"_InfiniDeviceProperties(name='{self.name}', total_memory={self.total_memory // (1024 * 1024)}MB, "
+            f"provider='{self.provider}', backend='{self.backend}')"
+        )
+
+
+def _checked_property_index(device: Device) -> int:
+    index = _get_device_index(device, optional=True)
+    if index < 0 or index >= device_count():
+        raise AssertionError("Invalid device id")
+    return index
+
+
+def get_device_properties(device: Device = None) -> _InfiniDeviceProperties:
+    r"""Get the properties of a device.
+
+    Args:
+        device (torch.device or int or str, optional): device for which to
+            return the properties. It uses the current device if ``None``.
+    """
+    index = _checked_property_index(device)
+    info = _C._provider_info()
+    _free, total = _C._mem_get_info(index)
+    return _InfiniDeviceProperties(_C._device_name(index), int(total), info["provider"], info["backend"])
+
+
+def get_device_name(device: Device = None) -> str:
+    r"""Get the name of a device (the current device if ``device`` is ``None``)."""
+    return get_device_properties(device).name
