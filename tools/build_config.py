@@ -35,6 +35,12 @@ class InfiniStack:
     # Operators InfiniOps instantiated, and whether its Add takes alpha.
     ops_operators: list[str] = field(default_factory=list)
     ops_add_has_alpha: bool = False
+    # InfiniRT device types (Device::Type values) with an implementation
+    # (index 0) of each operator in libinfiniops, read from its symbols.
+    ops_implementations: dict[str, list[int]] = field(default_factory=dict)
+    # Whether InfiniOps exports Operator<Op>::active_implementation_indices
+    # (a run-time query; missing at 2962714).
+    ops_has_impl_query: bool = False
 
     @property
     def include_dirs(self) -> list[str]:
@@ -49,8 +55,13 @@ class InfiniStack:
         macros = [("TORCH_INFINI_WITH_INFINI_STACK", "1")]
         if self.ops_add_has_alpha:
             macros.append(("TORCH_INFINI_OPS_ADD_HAS_ALPHA", "1"))
+        if self.ops_has_impl_query:
+            macros.append(("TORCH_INFINI_OPS_HAS_IMPL_QUERY", "1"))
         for backend in self.rt_backends:
             macros.append((f"TORCH_INFINI_RT_HAS_{backend.upper()}", "1"))
+        for op, device_types in sorted(self.ops_implementations.items()):
+            mask = sum(1 << t for t in device_types)
+            macros.append((f"TORCH_INFINI_OPS_{op.upper()}_DEVICE_MASK", str(mask)))
         return macros
 
 
@@ -96,6 +107,26 @@ def ops_api_from_header(header: Path) -> tuple[list[str], bool]:
     return operators, add_alpha
 
 
+_IMPL_SYMBOL = re.compile(rb"8OperatorINS0_(\d+)([A-Za-z_][A-Za-z0-9_]*?)ELNS_2rt6Device4TypeE(\d+)ELm0EE")
+#: Device::Type::kCount: the generic (dispatching) operator, not an implementation.
+_DEVICE_TYPE_COUNT = 8
+
+
+def ops_implementations_from_library(library: Path) -> dict[str, list[int]]:
+    """Which InfiniRT device types have ``Operator<Op, type, 0>`` in libinfiniops.
+
+    Read from the mangled names in the library: what was compiled, not guessed.
+    """
+    data = library.read_bytes()
+    found: dict[str, set[int]] = {}
+    for match in _IMPL_SYMBOL.finditer(data):
+        length, name, device_type = int(match.group(1)), match.group(2).decode(), int(match.group(3))
+        if len(name) != length or device_type >= _DEVICE_TYPE_COUNT:
+            continue
+        found.setdefault(name, set()).add(device_type)
+    return {name: sorted(types) for name, types in sorted(found.items())}
+
+
 def resolve_infini_stack(env: Mapping[str, str]) -> InfiniStack | None:
     """The Infini stack to compile against, or None for a host-runtime-only build.
 
@@ -129,15 +160,18 @@ def resolve_infini_stack(env: Mapping[str, str]) -> InfiniStack | None:
     generated = rt_header.parent / "rt" / "generated.h"
     _require_file(rt_lib_var, rt_lib, "libinfinirt.so")
     ops_header = _require_file(ops_inc_var, ops_inc, "infini/operator_call_instantiations.h")
-    _require_file(ops_lib_var, ops_lib, "libinfiniops.so")
+    ops_library = _require_file(ops_lib_var, ops_lib, "libinfiniops.so")
 
     backends = rt_backends_from_header(generated) if generated.is_file() else []
     operators, add_alpha = ops_api_from_header(ops_header)
+    header_text = ops_header.read_text(errors="replace")
     return InfiniStack(
         rt_include_dirs=rt_inc, rt_library_dirs=rt_lib,
         ops_include_dirs=ops_inc, ops_library_dirs=ops_lib,
         cuda_include_dirs=_split(env.get("CUDA_INCLUDE_DIRS", "")),
         rt_backends=backends, ops_operators=operators, ops_add_has_alpha=add_alpha,
+        ops_implementations=ops_implementations_from_library(ops_library),
+        ops_has_impl_query="active_implementation_indices" in header_text,
     )
 
 
@@ -160,4 +194,5 @@ def build_metadata(torch_version: str, cxx11_abi: bool, stack: InfiniStack | Non
         "infini_rt_backends": list(stack.rt_backends) if stack else [],
         "infini_ops_operators": list(stack.ops_operators) if stack else [],
         "infini_ops_add_has_alpha": bool(stack.ops_add_has_alpha) if stack else False,
+        "infini_ops_implementations": dict(stack.ops_implementations) if stack else {},
     }

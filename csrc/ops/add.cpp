@@ -9,6 +9,7 @@
 
 #include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -35,6 +36,23 @@ at::Tensor to_device_operand(const at::Tensor& t, const at::Tensor& peer) {
               " tensor needs type promotion, which infini does not do; "
               "convert the tensor with .to(torch.float32) first");
   return device_scalar(t.item(), peer.scalar_type(), peer.device());
+}
+
+// Output shape, strides, resizing and overlap checks exactly as on the CPU.
+void build_output(const at::Tensor& self, const at::Tensor& other,
+                  at::Tensor& out, bool has_out) {
+  auto iter = at::TensorIteratorConfig()
+                  .set_check_mem_overlap(true)
+                  .add_output(out)
+                  .add_const_input(self)
+                  .add_const_input(other)
+                  .allow_cpu_scalars(false)
+                  .promote_inputs_to_common_dtype(false)
+                  .check_all_same_dtype(true)
+                  .build();
+  if (!has_out) {
+    out = iter.output();
+  }
 }
 
 at::Tensor& add_into(const at::Tensor& self_in, const at::Tensor& other_in,
@@ -68,17 +86,13 @@ at::Tensor& add_into(const at::Tensor& self_in, const at::Tensor& other_in,
               "floating point number.");
 
   c10::DeviceGuard guard(self.device());
-  auto iter = at::TensorIteratorConfig()
-                  .set_check_mem_overlap(true)
-                  .add_output(out)
-                  .add_const_input(self)
-                  .add_const_input(other)
-                  .allow_cpu_scalars(false)
-                  .promote_inputs_to_common_dtype(false)
-                  .check_all_same_dtype(true)
-                  .build();
-  if (!has_out) {
-    out = iter.output();
+  if (!has_out && self.sizes() == other.sizes() && self.is_contiguous() &&
+      other.is_contiguous()) {
+    // The common case, without building a TensorIterator: CPU gives a
+    // contiguous output for contiguous operands of one shape.
+    out = at::empty(self.sizes(), self.options());
+  } else {
+    build_output(self, other, out, has_out);
   }
   if (out.numel() == 0) {
     return out;

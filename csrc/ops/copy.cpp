@@ -4,15 +4,20 @@
 // a host<->device copy).
 //
 // Synchronization follows torch.cuda: copies that involve the host complete
-// before returning (on the current stream, after its earlier work); copies on
-// the device are queued.
+// before returning (on the current stream, after its earlier work), except
+// non_blocking copies whose host side is pinned memory of our allocator, on a
+// provider with asynchronous copies: those are queued, and both storages are
+// kept alive (events, record_stream) until the copy has run. Copies on the
+// device are queued.
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "core/InfiniAllocator.h"
 #include "core/InfiniFunctions.h"
+#include "core/InfiniHostAllocator.h"
 #include "core/InfiniStream.h"
 #include "ops/common.h"
 
@@ -25,6 +30,46 @@ bool plain_copy(const at::Tensor& src, const at::Tensor& dst) {
   return src.scalar_type() == dst.scalar_type() &&
       src.sizes() == dst.sizes() && src.is_contiguous() &&
       dst.is_contiguous();
+}
+
+void copy_on_device(const at::Tensor& src, const at::Tensor& dst);
+
+// The stretch of device memory a strided tensor spans, as bytes from its
+// first element.
+size_t span_bytes(const at::Tensor& t) {
+  int64_t last = 0;
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    last += (t.size(i) - 1) * t.stride(i);
+  }
+  return static_cast<size_t>(last + 1) * t.element_size();
+}
+
+// A CPU tensor with `t`'s layout over a host copy of the memory it spans.
+at::Tensor host_mirror(const at::Tensor& t, runtime::StreamHandle stream) {
+  const size_t bytes = span_bytes(t);
+  at::Tensor buffer = at::empty({static_cast<int64_t>(bytes)},
+                                at::TensorOptions().dtype(at::kByte));
+  auto& rt = runtime::provider();
+  rt.memcpy_async(t.device().index(), buffer.mutable_data_ptr(),
+                  t.const_data_ptr(), bytes, runtime::MemcpyKind::kDeviceToHost,
+                  stream);
+  rt.stream_synchronize(t.device().index(), stream);
+  return buffer.view(t.scalar_type()).as_strided(t.sizes(), t.strides(), 0);
+}
+
+// For providers without a device copy kernel: exact data movement through
+// the host (synchronous). The whole span of dst is read, updated and written
+// back, so memory between its strided elements keeps its contents.
+void copy_through_host(const at::Tensor& src, const at::Tensor& dst,
+                       runtime::StreamHandle stream) {
+  const at::Tensor host_src = host_mirror(src, stream);
+  at::Tensor host_dst = host_mirror(dst, stream);
+  host_dst.copy_(host_src);
+  auto& rt = runtime::provider();
+  rt.memcpy_async(dst.device().index(), dst.mutable_data_ptr(),
+                  host_dst.const_data_ptr(), span_bytes(dst),
+                  runtime::MemcpyKind::kHostToDevice, stream);
+  rt.stream_synchronize(dst.device().index(), stream);
 }
 
 // dst = src on one device, queued on the current stream.
@@ -42,7 +87,10 @@ void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
   }
   runtime::CopyArgs args{broadcast_arg(src, dst.sizes()), arg_of(dst)};
   auto& kernels = runtime::kernels();
-  check_supported(kCopyOp, kernels.copy_unsupported(args));
+  if (!kernels.copy_unsupported(args).empty()) {
+    copy_through_host(src, dst, stream);
+    return;
+  }
   kernels.copy(device, stream, args);
 }
 
@@ -56,7 +104,38 @@ at::Tensor contiguous_on_device(const at::Tensor& src) {
   return tmp;
 }
 
-void host_to_device(const at::Tensor& src, const at::Tensor& dst) {
+// Whether a host<->device copy may return before it has run.
+bool can_copy_async(const at::Tensor& host, const at::Tensor& device_side,
+                    bool non_blocking) {
+  if (!non_blocking) {
+    return false;
+  }
+  const auto& caps = runtime::provider().capabilities();
+  return caps.async_copy && caps.pinned_memory && plain_copy(host, device_side) &&
+      pinned::is_pinned(host.const_data_ptr());
+}
+
+// Queues a plain copy between pinned host memory and the device, keeping both
+// storages alive until the copy has run on the current stream.
+void copy_async(const at::Tensor& src, const at::Tensor& dst,
+                const at::Tensor& host, const at::Tensor& device_side,
+                runtime::MemcpyKind kind) {
+  const c10::DeviceIndex device = device_side.device().index();
+  c10::DeviceGuard guard(device_side.device());
+  const c10::Stream stream = current_stream(device);
+  runtime::provider().memcpy_async(device, dst.mutable_data_ptr(),
+                                   src.const_data_ptr(), dst.nbytes(), kind,
+                                   native_stream(stream));
+  pinned::record_copy(host.storage().data_ptr(), stream);
+  allocator::record_stream(device_side.storage().data_ptr(), stream);
+}
+
+void host_to_device(const at::Tensor& src, const at::Tensor& dst,
+                    bool non_blocking = false) {
+  if (can_copy_async(src, dst, non_blocking)) {
+    copy_async(src, dst, src, dst, runtime::MemcpyKind::kHostToDevice);
+    return;
+  }
   const c10::DeviceIndex device = dst.device().index();
   c10::DeviceGuard guard(dst.device());
   // Convert and lay out on the CPU side, where it is cheap and exact.
@@ -77,7 +156,12 @@ void host_to_device(const at::Tensor& src, const at::Tensor& dst) {
   }
 }
 
-void device_to_host(const at::Tensor& src, const at::Tensor& dst) {
+void device_to_host(const at::Tensor& src, const at::Tensor& dst,
+                    bool non_blocking = false) {
+  if (can_copy_async(dst, src, non_blocking)) {
+    copy_async(src, dst, dst, src, runtime::MemcpyKind::kDeviceToHost);
+    return;
+  }
   const c10::DeviceIndex device = src.device().index();
   c10::DeviceGuard guard(src.device());
   const at::Tensor source = contiguous_on_device(src);
@@ -98,7 +182,7 @@ void device_to_host(const at::Tensor& src, const at::Tensor& dst) {
 }
 
 at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst,
-                      bool /*non_blocking*/) {
+                      bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), kCopyOp,
               ": undefined tensor");
   if (dst.numel() == 0) {
@@ -126,9 +210,9 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst,
       host_to_device(staging, dst);
     }
   } else if (to_device) {
-    host_to_device(src, dst);
+    host_to_device(src, dst, non_blocking);
   } else {
-    device_to_host(src, dst);
+    device_to_host(src, dst, non_blocking);
   }
   return dst;
 }

@@ -20,12 +20,16 @@ HostStream::~HostStream() {
 }
 
 void HostStream::enqueue(Task task) {
+  bool wake = false;
   {
     std::lock_guard<std::mutex> guard(mutex_);
     queue_.push_back(std::move(task));
     ++submitted_;
+    wake = worker_sleeping_;
   }
-  work_cv_.notify_one();
+  if (wake) {
+    work_cv_.notify_one();
+  }
 }
 
 void HostStream::raise_pending_error_locked(std::unique_lock<std::mutex>& lock) {
@@ -41,7 +45,9 @@ void HostStream::raise_pending_error_locked(std::unique_lock<std::mutex>& lock) 
 void HostStream::synchronize() {
   std::unique_lock<std::mutex> lock(mutex_);
   const uint64_t target = submitted_;
+  ++sync_waiters_;
   done_cv_.wait(lock, [&] { return completed_ >= target; });
+  --sync_waiters_;
   raise_pending_error_locked(lock);
 }
 
@@ -57,7 +63,11 @@ bool HostStream::query() {
 void HostStream::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty() && !stopping_) {
+      worker_sleeping_ = true;
+      work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      worker_sleeping_ = false;
+    }
     if (queue_.empty()) {
       return;  // stopping and drained
     }
@@ -83,7 +93,9 @@ void HostStream::run() {
           std::to_string(device_) + ": " + failure;
     }
     ++completed_;
-    done_cv_.notify_all();
+    if (sync_waiters_ > 0) {
+      done_cv_.notify_all();
+    }
   }
 }
 

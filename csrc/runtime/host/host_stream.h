@@ -51,6 +51,10 @@ class HostStream {
   std::deque<Task> queue_;
   uint64_t submitted_ = 0;
   uint64_t completed_ = 0;
+  // Wake-ups are system calls: signal the worker only when it sleeps, and
+  // waiters only when there are any, so a busy queue runs without them.
+  bool worker_sleeping_ = false;
+  int sync_waiters_ = 0;
   bool stopping_ = false;
   std::string error_;
   std::thread worker_;

@@ -1,0 +1,155 @@
+// Kernels of the Infini stack provider: InfiniOps operators.
+//
+// InfiniOps asserts (aborts the process) on input it cannot run, so every
+// launch is preceded by a check of everything it would reject: dtype, an
+// implementation for the selected backend, and argument limits.
+
+#include <infini/ops.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "runtime/infini/infini_provider.h"
+#include "runtime/kernels.h"
+
+namespace torch_infini::runtime::infini {
+namespace {
+
+namespace iops = ::infini::ops;
+namespace irt = ::infini::rt;
+
+bool to_infini_dtype(c10::ScalarType t, irt::DataType* out) {
+  switch (t) {
+    case c10::ScalarType::Float: *out = irt::DataType::kFloat32; return true;
+    case c10::ScalarType::Half: *out = irt::DataType::kFloat16; return true;
+    case c10::ScalarType::BFloat16: *out = irt::DataType::kBFloat16; return true;
+    case c10::ScalarType::Double: *out = irt::DataType::kFloat64; return true;
+    case c10::ScalarType::Char: *out = irt::DataType::kInt8; return true;
+    case c10::ScalarType::Short: *out = irt::DataType::kInt16; return true;
+    case c10::ScalarType::Int: *out = irt::DataType::kInt32; return true;
+    case c10::ScalarType::Long: *out = irt::DataType::kInt64; return true;
+    case c10::ScalarType::Byte: *out = irt::DataType::kUInt8; return true;
+    default: return false;
+  }
+}
+
+iops::Tensor view_of(const TensorArg& t, irt::DataType dtype,
+                     const irt::Device& device) {
+  iops::Tensor::Shape shape(t.sizes.begin(), t.sizes.end());
+  iops::Tensor::Strides strides(t.strides.begin(), t.strides.end());
+  return iops::Tensor(t.data, shape, dtype, device, strides);
+}
+
+// Whether InfiniOps has an implementation of `Op` for `type`. At InfiniOps
+// pins that export the run-time query, ask it; otherwise use what the build
+// read from libinfiniops' symbols (TORCH_INFINI_OPS_<OP>_DEVICE_MASK): asking
+// a template that cannot see the implementations would wrongly say "none".
+template <typename Op>
+bool has_implementation(irt::Device::Type type, unsigned long build_mask) {
+#ifdef TORCH_INFINI_OPS_HAS_IMPL_QUERY
+  (void)build_mask;
+  return !iops::Operator<Op>::active_implementation_indices(type).empty();
+#else
+  return (build_mask >> static_cast<int>(type)) & 1UL;
+#endif
+}
+
+#ifndef TORCH_INFINI_OPS_ADD_DEVICE_MASK
+#define TORCH_INFINI_OPS_ADD_DEVICE_MASK 0
+#endif
+
+class InfiniKernels final : public OpKernels {
+ public:
+  explicit InfiniKernels(InfiniProvider& provider) : provider_(provider) {
+    using c10::ScalarType;
+    // InfiniOps' elementwise kernels cover its AllTypes (floating and integer
+    // types); whether Add has an implementation on the selected backend is
+    // asked of InfiniOps itself.
+    add_has_impl_ = has_implementation<iops::Add>(
+        provider.device_type(), TORCH_INFINI_OPS_ADD_DEVICE_MASK);
+    if (add_has_impl_) {
+      support_.push_back(OpSupport{
+          "aten::add.Tensor",
+          {ScalarType::Float, ScalarType::Half, ScalarType::BFloat16,
+           ScalarType::Double, ScalarType::Char, ScalarType::Short,
+           ScalarType::Int, ScalarType::Long, ScalarType::Byte},
+#ifdef TORCH_INFINI_OPS_ADD_HAS_ALPHA
+          /*alpha=*/true,
+#else
+          /*alpha=*/false,
+#endif
+          /*broadcast=*/true,
+          /*strided=*/true,
+          "infini::ops::Add"});
+    }
+  }
+
+  const std::vector<OpSupport>& support() const override { return support_; }
+
+  std::string add_unsupported(const AddArgs& args) const override {
+    if (!add_has_impl_) {
+      return "InfiniOps has no Add implementation for InfiniRT backend '" +
+          provider_.backend() + "'";
+    }
+    irt::DataType dtype;
+    if (!to_infini_dtype(args.out.dtype, &dtype)) {
+      return std::string("dtype ") + c10::toString(args.out.dtype) +
+          " is not supported by infini::ops::Add (supported: float32, "
+          "float16, bfloat16, float64, int8, int16, int32, int64, uint8)";
+    }
+#ifndef TORCH_INFINI_OPS_ADD_HAS_ALPHA
+    if (args.alpha != 1.0) {
+      return "alpha != 1 is not supported: this InfiniOps build's Add has no "
+             "alpha (InfiniOps 1f6f9c2 or newer has it); compute "
+             "torch.add(a, b * alpha) instead";
+    }
+#endif
+    return {};
+  }
+
+  void add(int device, StreamHandle stream, const AddArgs& args) override {
+    provider_.bind(device);
+    irt::DataType dtype;
+    to_infini_dtype(args.out.dtype, &dtype);
+    const irt::Device where(provider_.device_type(), device);
+    const iops::Tensor self = view_of(args.self, dtype, where);
+    const iops::Tensor other = view_of(args.other, dtype, where);
+    const iops::Tensor out = view_of(args.out, dtype, where);
+    iops::Handle handle;
+    handle.set_stream(stream);
+    // Implementation index 0; InfiniOps caches the operator object per
+    // (shapes, strides, dtype) on each thread.
+    const iops::Config config;
+#ifdef TORCH_INFINI_OPS_ADD_HAS_ALPHA
+    const double alpha = args.alpha;
+    iops::Operator<iops::Add>::Call<iops::Tensor, iops::Tensor, double,
+                                    iops::Tensor>(handle, config, self, other,
+                                                  alpha, out);
+#else
+    iops::Operator<iops::Add>::Call<iops::Tensor, iops::Tensor, iops::Tensor>(
+        handle, config, self, other, out);
+#endif
+  }
+
+  std::string copy_unsupported(const CopyArgs& /*args*/) const override {
+    return "strided or dtype-converting copies on the device have no "
+           "InfiniOps kernel in this build";
+  }
+
+  void copy(int, StreamHandle, const CopyArgs&) override {
+    TORCH_CHECK(false, "infini: device copy kernel is not available");
+  }
+
+ private:
+  InfiniProvider& provider_;
+  bool add_has_impl_ = false;
+  std::vector<OpSupport> support_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpKernels> make_infini_kernels(InfiniProvider& provider) {
+  return std::make_unique<InfiniKernels>(provider);
+}
+
+}  // namespace torch_infini::runtime::infini
