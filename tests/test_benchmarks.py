@@ -1,0 +1,101 @@
+"""benchmarks/run.py: runs, and writes the documented JSON schema.
+
+Timings are never asserted: the machine is shared and noisy. The subset
+(--quick, the add cases and the MLP case) takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+import torch_infini
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = os.path.join(REPO, "benchmarks", "run.py")
+KEYS = {"case", "infini_s", "reference_s", "ratio", "reference"}
+
+
+def _run(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, RUN, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+@pytest.fixture(scope="module")
+def quick_subset(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "out.json"
+    proc = _run("--quick", "--cases", "add", "mlp", "--json", str(path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with open(path) as f:
+        return proc.stdout, json.load(f)
+
+
+def test_json_is_a_list_of_case_records(quick_subset):
+    _, records = quick_subset
+    assert isinstance(records, list) and records
+    names = [r["case"] for r in records]
+    assert len(names) == len(set(names)), "case names must be unique"
+    for rec in records:
+        assert isinstance(rec, dict)
+        assert KEYS <= set(rec), rec
+        assert set(rec) <= KEYS | {"extra"}, f"extra keys belong inside 'extra': {rec}"
+        assert isinstance(rec["case"], str) and rec["case"]
+        assert rec["reference"] in {"cpu", "memcpy"}
+        extra = rec.get("extra", {})
+        assert isinstance(extra, dict)
+        if rec["infini_s"] is None:  # skipped: the reason is in extra
+            assert isinstance(extra.get("skipped"), str) and extra["skipped"]
+            assert rec["ratio"] is None
+            continue
+        assert "skipped" not in extra
+        for key in ("infini_s", "reference_s", "ratio"):
+            assert _is_number(rec[key]) and rec[key] > 0, (key, rec)
+        assert rec["ratio"] == pytest.approx(rec["infini_s"] / rec["reference_s"], rel=1e-9)
+
+
+def test_subset_selects_the_add_cases(quick_subset):
+    _, records = quick_subset
+    names = {r["case"] for r in records}
+    assert all("add" in n or "mlp" in n for n in names), names
+    measured = [r for r in records if r["case"].startswith("add/") and r["infini_s"] is not None]
+    assert any("sync" in r["case"] for r in measured)
+    assert any("queued" in r["case"] for r in measured)
+    for rec in records:
+        if rec["case"].startswith("add/"):
+            assert rec["reference"] == "cpu"
+            assert "wrong_result" not in rec.get("extra", {}), rec
+
+
+def test_mlp_case_runs_or_is_skipped_with_the_operator(quick_subset):
+    _, records = quick_subset
+    (mlp,) = [r for r in records if r["case"].startswith("mlp/")]
+    if mlp["infini_s"] is None:
+        assert "aten::" in mlp["extra"]["skipped"] or "not" in mlp["extra"]["skipped"]
+    else:
+        assert "wrong_result" not in mlp.get("extra", {})
+
+
+def test_table_and_header_are_printed(quick_subset):
+    stdout, records = quick_subset
+    d = torch_infini.diagnostics()
+    assert f"provider:  {d['provider']}" in stdout
+    assert "torch_infini" in stdout and "cpu_count=" in stdout
+    for rec in records:
+        assert rec["case"] in stdout
+
+
+def test_a_provider_that_is_not_selected_fails_clearly():
+    if torch_infini.diagnostics()["infini_stack_compiled"]:
+        pytest.skip("the Infini stack is compiled in: --provider infini can be selected")
+    proc = _run("--quick", "--provider", "infini", "--cases", "add/sync/1Ki", timeout=120)
+    assert proc.returncode == 2
+    assert "TORCH_INFINI_PROVIDER=infini" in proc.stderr
