@@ -223,11 +223,15 @@ class DeviceCache {
     // explicit (empty_cache, or an allocation that would otherwise fail).
     runtime::provider().device_synchronize(device_);
     std::lock_guard<std::mutex> guard(mutex_);
+    process_events();  // all complete after the synchronize
     release_cached_locked();
   }
 
   DeviceStats stats() {
     std::lock_guard<std::mutex> guard(mutex_);
+    // Frees whose streams have finished count as freed now, not at the next
+    // allocation (event queries never block).
+    process_events();
     return stats_;
   }
 
@@ -516,6 +520,7 @@ class InfiniDeviceAllocator final : public c10::DeviceAllocator {
   c10::DataPtr allocate(size_t n) override {
     const c10::DeviceIndex device = current_device();
     const c10::Device where(kInfini, device);
+    mark_initialized();
     if (n == 0) {
       return {nullptr, nullptr, &delete_block, where};
     }

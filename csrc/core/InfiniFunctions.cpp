@@ -12,29 +12,44 @@ namespace {
 thread_local c10::DeviceIndex tls_current_device = 0;
 std::atomic<bool> initialized{false};
 
+// Why the runtime could not start (a malformed TORCH_INFINI_* variable, a
+// broken Infini stack), repeated by every later device error.
+std::string& init_error() {
+  static std::string message;
+  return message;
+}
+
 }  // namespace
 
 c10::DeviceIndex device_count() noexcept {
   static const c10::DeviceIndex count = [] {
     try {
-      const int n = runtime::provider().device_count();
-      initialized = true;
-      return static_cast<c10::DeviceIndex>(n);
+      return static_cast<c10::DeviceIndex>(runtime::provider().device_count());
+    } catch (const c10::Error& e) {
+      init_error() = e.what_without_backtrace();
     } catch (const std::exception& e) {
-      TORCH_WARN("infini: the runtime could not be initialized: ", e.what());
-      return static_cast<c10::DeviceIndex>(0);
+      init_error() = e.what();
     }
+    TORCH_WARN("infini: the runtime could not be initialized: ", init_error());
+    return static_cast<c10::DeviceIndex>(0);
   }();
   return count;
 }
 
 bool is_initialized() noexcept {
-  return initialized.load();
+  return initialized.load(std::memory_order_relaxed);
+}
+
+void mark_initialized() noexcept {
+  if (!initialized.load(std::memory_order_relaxed)) {
+    initialized.store(true);
+  }
 }
 
 void check_device(c10::DeviceIndex device) {
   const auto count = device_count();
-  TORCH_CHECK(count > 0, "infini: no infini device is available");
+  TORCH_CHECK(count > 0, "infini: no infini device is available",
+              init_error().empty() ? "" : ": ", init_error());
   TORCH_CHECK(device >= 0 && device < count, "Invalid device index ",
               static_cast<int>(device), ": infini has ",
               static_cast<int>(count), " device(s), valid indices are 0..",
@@ -47,6 +62,7 @@ c10::DeviceIndex current_device() {
 
 void set_device(c10::DeviceIndex device) {
   check_device(device);
+  mark_initialized();
   if (tls_current_device != device) {
     runtime::provider().set_device(device);
     tls_current_device = device;

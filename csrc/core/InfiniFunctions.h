@@ -17,7 +17,9 @@ void set_device(c10::DeviceIndex device);
 void check_device(c10::DeviceIndex device);
 // `device` if it is >= 0, else the current device.
 c10::DeviceIndex resolve_device(c10::DeviceIndex device);
-// True once the runtime provider has been initialized in this process.
+// True once this process has used a device (set a device, allocated, used a
+// stream), as torch.cuda.is_initialized(); counting devices does not count.
 bool is_initialized() noexcept;
+void mark_initialized() noexcept;
 
 }  // namespace torch_infini

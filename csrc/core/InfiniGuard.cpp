@@ -40,10 +40,14 @@ void InfiniGuardImpl::setDevice(c10::Device device) const {
 }
 
 void InfiniGuardImpl::uncheckedSetDevice(c10::Device device) const noexcept {
+  if (device_count() == 0) {
+    return;  // nothing to restore; the failure was already reported
+  }
   try {
     set_device(device.index());
-  } catch (const std::exception& e) {
-    TORCH_WARN("infini: could not restore device ", device, ": ", e.what());
+  } catch (const c10::Error& e) {
+    TORCH_WARN("infini: could not restore device ", device, ": ",
+               e.what_without_backtrace());
   }
 }
 

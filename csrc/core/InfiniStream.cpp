@@ -61,6 +61,7 @@ void check_stream(const c10::Stream& stream) {
 
 c10::Stream current_stream(c10::DeviceIndex device) {
   device = resolve_device(device);
+  mark_initialized();
   TORCH_CHECK(device < kMaxDevices, "infini supports at most ", kMaxDevices,
               " devices");
   return make_stream(device, tls_current[device]);

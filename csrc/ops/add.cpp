@@ -99,7 +99,7 @@ at::Tensor& add_into(const at::Tensor& self_in, const at::Tensor& other_in,
   }
   runtime::AddArgs args{broadcast_arg(self, out.sizes()),
                         broadcast_arg(other, out.sizes()), arg_of(out),
-                        alpha.toDouble()};
+                        alpha};
   auto& kernels = runtime::kernels();
   check_supported(kAddOp, kernels.add_unsupported(args));
   kernels.add(out.device().index(),

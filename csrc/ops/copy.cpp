@@ -10,6 +10,7 @@
 // kept alive (events, record_stream) until the copy has run. Copies on the
 // device are queued.
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
@@ -192,6 +193,11 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst,
               " on infini: complex dtypes are not supported");
   const bool from_device = self.device().type() == kInfini;
   const bool to_device = dst.device().type() == kInfini;
+  // Checked now, as on the CPU, not when the queued copy runs.
+  at::assert_no_internal_overlap(dst);
+  if (from_device && to_device) {
+    at::assert_no_partial_overlap(dst, self);
+  }
   TORCH_CHECK((from_device || self.device().is_cpu()) &&
                   (to_device || dst.device().is_cpu()),
               kCopyOp, ": infini copies only to and from the CPU, got ",

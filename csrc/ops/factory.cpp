@@ -86,12 +86,17 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
                 ": ", size);
   }
   auto* impl = self.unsafeGetTensorImpl();
+  // As on the CPU: same sizes and no memory format keep the layout; new sizes
+  // make the tensor contiguous; a memory format restrides.
+  if (self.sizes() == size && !memory_format.has_value()) {
+    return self;
+  }
   if (self.sizes() != size) {
     impl->set_sizes_contiguous(size);
   }
-  const auto format = memory_format.value_or(at::MemoryFormat::Contiguous);
-  if (format != at::MemoryFormat::Preserve) {
-    impl->empty_tensor_restride(format);
+  if (memory_format.has_value() &&
+      *memory_format != at::MemoryFormat::Preserve) {
+    impl->empty_tensor_restride(*memory_format);
   }
   const size_t needed =
       at::detail::computeStorageNbytes(self.sizes(), self.strides(),
@@ -103,9 +108,52 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
   return self;
 }
 
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source,
+                        int64_t storage_offset, at::IntArrayRef size,
+                        at::IntArrayRef stride) {
+  TORCH_CHECK(source.device().type() == kInfini,
+              "set_: expected an infini storage, got one on ",
+              source.device());
+  TORCH_CHECK(storage_offset >= 0, "set_: storage offset must be >= 0, got ",
+              storage_offset);
+  TORCH_CHECK(stride.empty() || stride.size() == size.size(),
+              "set_: size and stride must have the same length");
+  auto* impl = self.unsafeGetTensorImpl();
+  if (!self.storage().is_alias_of(source)) {
+    impl->set_storage_keep_dtype(std::move(source));
+  }
+  impl->set_storage_offset(storage_offset);
+  if (stride.empty()) {
+    impl->set_sizes_contiguous(size);
+  } else {
+    impl->set_sizes_and_strides(size, stride);
+  }
+  const size_t needed = at::detail::computeStorageNbytes(
+      self.sizes(), self.strides(), self.dtype().itemsize(), storage_offset);
+  if (self.numel() > 0 && needed > self.storage().nbytes()) {
+    resize_storage_bytes(self.storage(), needed);
+  }
+  return self;
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  const int64_t numel =
+      static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return set_storage(self, std::move(source), 0, {numel}, {});
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage empty(c10::Storage::use_byte_size_t(), 0, allocator::get(),
+                     /*resizable=*/true);
+  return set_storage(self, std::move(empty), 0, {0}, {});
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage));
+  m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
+  m.impl("set_", TORCH_FN(set_empty));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("resize_", TORCH_FN(resize_));

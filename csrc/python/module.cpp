@@ -57,7 +57,8 @@ py::list op_support() {
     d["op"] = s.op;
     py::list dtypes;
     for (auto t : s.dtypes) {
-      dtypes.append(c10::toString(t));
+      // torch's names ("float32"), as the error messages use them.
+      dtypes.append(std::string(c10::getDtypeNames(t).first));
     }
     d["dtypes"] = dtypes;
     d["alpha"] = s.alpha;
@@ -123,6 +124,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     set_device(static_cast<c10::DeviceIndex>(d));
   });
   m.def("_is_initialized", &is_initialized);
+  m.def("_init", [] {
+    check_device(current_device());
+    mark_initialized();
+  });
   m.def("_device_name", [](int64_t d) {
     check_device(static_cast<c10::DeviceIndex>(d));
     return runtime::provider().device_name(static_cast<int>(d));

@@ -4,6 +4,7 @@
 // providers ("what the device can do"): one argument record and one entry per
 // op family, plus the declared support matrix of each op.
 
+#include <c10/core/Scalar.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/SmallVector.h>
 
@@ -30,7 +31,7 @@ struct AddArgs {
   TensorArg self;
   TensorArg other;
   TensorArg out;
-  double alpha = 1.0;
+  c10::Scalar alpha = 1;  // exact for int64, unlike a double
 };
 
 // dst = src, element by element, any strides, converting dtype. Both live on

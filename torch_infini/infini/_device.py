@@ -27,8 +27,10 @@ def is_initialized() -> bool:
 
 
 def init() -> None:
-    r"""Initialize the infini runtime (it also initializes lazily on first use)."""
-    _C._device_count()
+    r"""Initialize the infini runtime (it also initializes lazily on first use).
+
+    Raises RuntimeError, with the reason, when no device can be used."""
+    _C._init()
 
 
 def current_device() -> int:

@@ -93,6 +93,8 @@ def set_per_process_memory_fraction(fraction: float, device: Device = None) -> N
     ``torch.OutOfMemoryError`` beyond it."""
     if not isinstance(fraction, float):
         raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
     _C._set_memory_fraction(fraction, _index(device))
 
 

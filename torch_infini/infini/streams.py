@@ -83,7 +83,8 @@ class Stream(torch.Stream):
         return self.stream_id
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, torch.Stream):
+        # As torch.cuda.Stream: equal only to streams of the same class.
+        if isinstance(other, Stream):
             return (
                 self.stream_id == other.stream_id
                 and self.device_index == other.device_index

@@ -50,7 +50,7 @@ class HostKernels final : public OpKernels {
     const auto& dtypes = support_.front().dtypes;
     if (std::find(dtypes.begin(), dtypes.end(), args.out.dtype) ==
         dtypes.end()) {
-      return std::string("dtype ") + c10::toString(args.out.dtype) +
+      return "dtype " + std::string(c10::getDtypeNames(args.out.dtype).first) +
           " is not supported (supported: float32, float16, bfloat16, "
           "float64, int8, int16, int32, int64, uint8)";
     }
@@ -74,11 +74,7 @@ class HostKernels final : public OpKernels {
       // Plain CPU compute: skip autograd and view tracking on the worker.
       at::AutoDispatchBelowADInplaceOrView below_autograd;
       at::Tensor out = alias(args.out);
-      const bool integral = c10::isIntegralType(args.out.dtype, true);
-      const c10::Scalar alpha = integral
-          ? c10::Scalar(static_cast<int64_t>(args.alpha))
-          : c10::Scalar(args.alpha);
-      at::add_out(out, alias(args.self), alias(args.other), alpha);
+      at::add_out(out, alias(args.self), alias(args.other), args.alpha);
     });
   }
 

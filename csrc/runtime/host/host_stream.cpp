@@ -1,5 +1,7 @@
 #include "runtime/host/host_stream.h"
 
+#include <c10/util/Exception.h>
+
 #include <stdexcept>
 #include <utility>
 
@@ -19,17 +21,31 @@ HostStream::~HostStream() {
   }
 }
 
-void HostStream::enqueue(Task task) {
+uint64_t HostStream::enqueue(Task task) {
   bool wake = false;
+  uint64_t ticket = 0;
   {
     std::lock_guard<std::mutex> guard(mutex_);
     queue_.push_back(std::move(task));
-    ++submitted_;
+    ticket = ++submitted_;
     wake = worker_sleeping_;
   }
   if (wake) {
     work_cv_.notify_one();
   }
+  return ticket;
+}
+
+bool HostStream::reached(uint64_t ticket) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return completed_ >= ticket;
+}
+
+void HostStream::wait_for(uint64_t ticket) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  ++sync_waiters_;
+  done_cv_.wait(lock, [&] { return completed_ >= ticket; });
+  --sync_waiters_;
 }
 
 void HostStream::raise_pending_error_locked(std::unique_lock<std::mutex>& lock) {
@@ -79,6 +95,8 @@ void HostStream::run() {
     std::string failure;
     try {
       task();
+    } catch (const c10::Error& e) {
+      failure = e.what_without_backtrace();
     } catch (const std::exception& e) {
       failure = e.what();
     } catch (...) {
@@ -99,75 +117,52 @@ void HostStream::run() {
   }
 }
 
+std::shared_ptr<HostEvent::Mark> HostEvent::last_mark() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return last_;
+}
+
 void HostEvent::record(HostStream& stream) {
-  uint64_t generation = 0;
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    generation = ++recorded_;
-  }
-  stream.enqueue([self = shared_from_this(), generation] {
-    const auto now = Clock::now();
-    std::lock_guard<std::mutex> guard(self->mutex_);
-    if (generation > self->completed_) {
-      self->completed_ = generation;
-      self->time_ = now;
-    }
-    self->cv_.notify_all();
-  });
+  auto mark = std::make_shared<Mark>();
+  mark->stream = &stream;
+  // The worker writes the time before it advances the stream's counter, and
+  // readers only read it after seeing the counter reach the ticket.
+  mark->ticket = stream.enqueue([mark] { mark->time = Clock::now(); });
+  std::lock_guard<std::mutex> guard(mutex_);
+  last_ = std::move(mark);
 }
 
 void HostEvent::block(HostStream& stream) {
-  uint64_t generation = 0;
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    generation = recorded_;
+  std::shared_ptr<Mark> mark = last_mark();
+  if (mark == nullptr || mark->stream == &stream) {
+    return;  // never recorded, or already ordered by the queue itself
   }
-  if (generation == 0) {
-    return;  // never recorded: nothing to wait for, as in CUDA
-  }
-  stream.enqueue([self = shared_from_this(), generation] {
-    self->wait_for(generation);
-  });
-}
-
-void HostEvent::wait_for(uint64_t generation) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [&] { return completed_ >= generation; });
+  stream.enqueue([mark] { mark->stream->wait_for(mark->ticket); });
 }
 
 bool HostEvent::query() {
-  std::lock_guard<std::mutex> guard(mutex_);
-  return completed_ >= recorded_;
+  std::shared_ptr<Mark> mark = last_mark();
+  return mark == nullptr || mark->stream->reached(mark->ticket);
 }
 
 void HostEvent::synchronize() {
-  uint64_t generation = 0;
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    generation = recorded_;
+  std::shared_ptr<Mark> mark = last_mark();
+  if (mark != nullptr) {
+    mark->stream->wait_for(mark->ticket);
   }
-  wait_for(generation);
 }
 
 float HostEvent::elapsed_since(HostEvent& start) {
-  Clock::time_point begin;
-  Clock::time_point end;
-  {
-    std::lock_guard<std::mutex> guard(start.mutex_);
-    if (start.completed_ == 0 || start.completed_ < start.recorded_) {
-      throw std::runtime_error(
-          "elapsed_time: the start event has not completed");
-    }
-    begin = start.time_;
+  std::shared_ptr<Mark> begin = start.last_mark();
+  std::shared_ptr<Mark> end = last_mark();
+  if (begin == nullptr || !begin->stream->reached(begin->ticket)) {
+    throw std::runtime_error("elapsed_time: the start event has not completed");
   }
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    if (completed_ == 0 || completed_ < recorded_) {
-      throw std::runtime_error("elapsed_time: the end event has not completed");
-    }
-    end = time_;
+  if (end == nullptr || !end->stream->reached(end->ticket)) {
+    throw std::runtime_error("elapsed_time: the end event has not completed");
   }
-  return std::chrono::duration<float, std::milli>(end - begin).count();
+  return std::chrono::duration<float, std::milli>(end->time - begin->time)
+      .count();
 }
 
 }  // namespace torch_infini::runtime::host

@@ -30,8 +30,14 @@ class HostStream {
   int device() const { return device_; }
   int priority() const { return priority_; }
 
-  // Queues `task`; returns at once. Tasks run in submission order.
-  void enqueue(Task task);
+  // Queues `task`; returns at once. Tasks run in submission order. Returns
+  // the task's ticket: the stream has run it once completed() reaches it.
+  uint64_t enqueue(Task task);
+  // Whether the task with `ticket` has run (and everything before it).
+  bool reached(uint64_t ticket);
+  // Blocks until the task with `ticket` has run. Does not report task errors:
+  // those belong to synchronize() and query().
+  void wait_for(uint64_t ticket);
   // Blocks until everything queued so far has run. Rethrows the first error a
   // task raised since the last synchronize (errors are sticky until seen, as
   // asynchronous errors are on an accelerator).
@@ -61,8 +67,9 @@ class HostStream {
 };
 
 // An event is recorded into a stream: it completes when the stream's worker
-// reaches that position, and timestamps that moment when timing is enabled.
-class HostEvent : public std::enable_shared_from_this<HostEvent> {
+// has run past that position (the stream's own completion counter, so an
+// event and its stream never disagree), and timestamps that moment.
+class HostEvent {
  public:
   HostEvent(int device, bool timing) : device_(device), timing_(timing) {}
 
@@ -71,7 +78,8 @@ class HostEvent : public std::enable_shared_from_this<HostEvent> {
 
   void record(HostStream& stream);
   // Makes `stream` wait, in its queue, for the most recent record of this
-  // event at the time of the call (CUDA's cudaStreamWaitEvent semantics).
+  // event at the time of the call (CUDA's cudaStreamWaitEvent semantics: a
+  // later record does not change what an earlier wait waits for).
   void block(HostStream& stream);
   bool query();
   void synchronize();
@@ -79,15 +87,19 @@ class HostEvent : public std::enable_shared_from_this<HostEvent> {
   float elapsed_since(HostEvent& start);
 
  private:
-  void wait_for(uint64_t generation);
+  // One record: where it sits in which queue, and when the worker got there.
+  struct Mark {
+    HostStream* stream = nullptr;  // pool streams live as long as the process
+    uint64_t ticket = 0;
+    Clock::time_point time{};
+  };
+
+  std::shared_ptr<Mark> last_mark();
 
   const int device_;
   const bool timing_;
   std::mutex mutex_;
-  std::condition_variable cv_;
-  uint64_t recorded_ = 0;
-  uint64_t completed_ = 0;
-  Clock::time_point time_{};
+  std::shared_ptr<Mark> last_;  // null until first recorded
 };
 
 }  // namespace torch_infini::runtime::host

@@ -7,6 +7,9 @@
 #include <infini/ops.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "runtime/infini/infini_provider.h"
@@ -40,19 +43,32 @@ iops::Tensor view_of(const TensorArg& t, irt::DataType dtype,
   return iops::Tensor(t.data, shape, dtype, device, strides);
 }
 
-// Whether InfiniOps has an implementation of `Op` for `type`. At InfiniOps
-// pins that export the run-time query, ask it; otherwise use what the build
-// read from libinfiniops' symbols (TORCH_INFINI_OPS_<OP>_DEVICE_MASK): asking
-// a template that cannot see the implementations would wrongly say "none".
-template <typename Op>
+// InfiniOps' operator templates only know their backend implementations
+// inside libinfiniops, where they are explicitly instantiated. A copy the
+// compiler instantiates here (to inline it) sees none: its
+// active_implementation_indices says "none", and its Call would abort. So:
+// - availability comes from what the build read from libinfiniops' symbols
+//   (TORCH_INFINI_OPS_<OP>_DEVICE_MASK, bit = InfiniRT Device::Type);
+// - operators are called through a pointer to the library's instantiation,
+//   which the compiler cannot replace with an inlined local copy.
 bool has_implementation(irt::Device::Type type, unsigned long build_mask) {
-#ifdef TORCH_INFINI_OPS_HAS_IMPL_QUERY
-  (void)build_mask;
-  return !iops::Operator<Op>::active_implementation_indices(type).empty();
-#else
   return (build_mask >> static_cast<int>(type)) & 1UL;
-#endif
 }
+
+#ifdef TORCH_INFINI_OPS_ADD_HAS_ALPHA
+using AddCall = void (*)(const iops::Handle&, const iops::Config&,
+                         const iops::Tensor&, const iops::Tensor&,
+                         const double&, const iops::Tensor&);
+AddCall volatile add_call =
+    &iops::Operator<iops::Add>::Call<iops::Tensor, iops::Tensor, double,
+                                     iops::Tensor>;
+#else
+using AddCall = void (*)(const iops::Handle&, const iops::Config&,
+                         const iops::Tensor&, const iops::Tensor&,
+                         const iops::Tensor&);
+AddCall volatile add_call =
+    &iops::Operator<iops::Add>::Call<iops::Tensor, iops::Tensor, iops::Tensor>;
+#endif
 
 #ifndef TORCH_INFINI_OPS_ADD_DEVICE_MASK
 #define TORCH_INFINI_OPS_ADD_DEVICE_MASK 0
@@ -65,8 +81,8 @@ class InfiniKernels final : public OpKernels {
     // InfiniOps' elementwise kernels cover its AllTypes (floating and integer
     // types); whether Add has an implementation on the selected backend is
     // asked of InfiniOps itself.
-    add_has_impl_ = has_implementation<iops::Add>(
-        provider.device_type(), TORCH_INFINI_OPS_ADD_DEVICE_MASK);
+    add_has_impl_ = has_implementation(provider.device_type(),
+                                       TORCH_INFINI_OPS_ADD_DEVICE_MASK);
     if (add_has_impl_) {
       support_.push_back(OpSupport{
           "aten::add.Tensor",
@@ -93,12 +109,20 @@ class InfiniKernels final : public OpKernels {
     }
     irt::DataType dtype;
     if (!to_infini_dtype(args.out.dtype, &dtype)) {
-      return std::string("dtype ") + c10::toString(args.out.dtype) +
+      return "dtype " + std::string(c10::getDtypeNames(args.out.dtype).first) +
           " is not supported by infini::ops::Add (supported: float32, "
           "float16, bfloat16, float64, int8, int16, int32, int64, uint8)";
     }
-#ifndef TORCH_INFINI_OPS_ADD_HAS_ALPHA
-    if (args.alpha != 1.0) {
+#ifdef TORCH_INFINI_OPS_ADD_HAS_ALPHA
+    // InfiniOps takes alpha as a double: integers beyond 2^53 would round.
+    if (args.alpha.isIntegral(false) &&
+        std::abs(args.alpha.toLong()) > (int64_t{1} << 53)) {
+      return "alpha " + std::to_string(args.alpha.toLong()) +
+          " is not exactly representable as the double InfiniOps' Add "
+          "takes";
+    }
+#else
+    if (args.alpha.toDouble() != 1.0) {
       return "alpha != 1 is not supported: this InfiniOps build's Add has no "
              "alpha (InfiniOps 1f6f9c2 or newer has it); compute "
              "torch.add(a, b * alpha) instead";
@@ -121,13 +145,10 @@ class InfiniKernels final : public OpKernels {
     // (shapes, strides, dtype) on each thread.
     const iops::Config config;
 #ifdef TORCH_INFINI_OPS_ADD_HAS_ALPHA
-    const double alpha = args.alpha;
-    iops::Operator<iops::Add>::Call<iops::Tensor, iops::Tensor, double,
-                                    iops::Tensor>(handle, config, self, other,
-                                                  alpha, out);
+    const double alpha = args.alpha.toDouble();
+    add_call(handle, config, self, other, alpha, out);
 #else
-    iops::Operator<iops::Add>::Call<iops::Tensor, iops::Tensor, iops::Tensor>(
-        handle, config, self, other, out);
+    add_call(handle, config, self, other, out);
 #endif
   }
 
