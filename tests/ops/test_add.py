@@ -1,0 +1,376 @@
+"""aten::add.Tensor, add_.Tensor and add.out on infini against CPU PyTorch."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import torch_infini
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64]
+IDS = [str(d).replace("torch.", "") for d in DTYPES]
+
+
+def sample(shape, dtype, seed: int = 0) -> torch.Tensor:
+    """Deterministic CPU values of ``dtype``, exactly representable in every float dtype."""
+    n = 1
+    for s in shape:
+        n *= s
+    base = (torch.arange(n, dtype=torch.int64) * 7 + seed * 13) % 41 - 20
+    if dtype.is_floating_point:
+        return (base.to(torch.float64) * 0.5).to(dtype).reshape(shape)
+    return base.to(dtype).reshape(shape)
+
+
+def dev(t: torch.Tensor) -> torch.Tensor:
+    return t.to("infini")
+
+
+def assert_matches(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    """Same values, dtype, shape and strides as the CPU result."""
+    assert actual.device.type == "infini"
+    assert actual.dtype == expected.dtype
+    assert actual.shape == expected.shape
+    assert actual.stride() == expected.stride()
+    torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0)
+
+
+SHAPE_PAIRS = {
+    "0d": ((), ()),
+    "empty": ((0,), (0,)),
+    "empty_2d": ((3, 0), (3, 0)),
+    "one": ((1,), (1,)),
+    "same_2d": ((3, 4), (3, 4)),
+    "col_row": ((3, 1), (1, 4)),
+    "trailing": ((2, 3, 4), (4,)),
+    "0d_lhs": ((), (2, 3)),
+    "0d_rhs": ((2, 3), ()),
+    "one_vs_empty": ((1,), (0,)),
+    "large": ((257, 33), (257, 33)),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+@pytest.mark.parametrize("pair", list(SHAPE_PAIRS), ids=list(SHAPE_PAIRS))
+def test_add_tensor(pair, dtype):
+    sa, sb = SHAPE_PAIRS[pair]
+    a, b = sample(sa, dtype, 1), sample(sb, dtype, 2)
+    assert_matches(torch.add(dev(a), dev(b)), torch.add(a, b))
+    assert_matches(dev(a) + dev(b), a + b)
+
+
+# Non-contiguous operands: name -> function of a (6, 8) tensor.
+VIEWS = {
+    "transposed": lambda t: t.t(),
+    "step_slice": lambda t: t[::2, 1::3],
+    "offset": lambda t: t[2:, 3:],
+    "transposed_step": lambda t: t.t()[1:, ::2],
+    "expanded": lambda t: t[:1].expand(6, 8),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+@pytest.mark.parametrize("view", list(VIEWS), ids=list(VIEWS))
+def test_add_strided_operands(view, dtype):
+    f = VIEWS[view]
+    a, b = sample((6, 8), dtype, 1), sample((6, 8), dtype, 2)
+    # Both strided, and strided with contiguous.
+    assert_matches(f(dev(a)) + f(dev(b)), f(a) + f(b))
+    contig = sample(tuple(f(a).shape), dtype, 3)
+    assert_matches(f(dev(a)) + dev(contig), f(a) + contig)
+    assert_matches(dev(contig) + f(dev(b)), contig + f(b))
+
+
+def test_transposed_plus_transposed_keeps_transposed_strides():
+    a, b = sample((3, 5), torch.float32, 1), sample((3, 5), torch.float32, 2)
+    out = dev(a).t() + dev(b).t()
+    expected = a.t() + b.t()
+    assert expected.stride() == (1, 5)
+    assert_matches(out, expected)
+
+
+def test_channels_last_output_layout_matches_cpu():
+    a = sample((2, 3, 4, 5), torch.float32, 1).contiguous(memory_format=torch.channels_last)
+    b = sample((2, 3, 4, 5), torch.float32, 2).contiguous(memory_format=torch.channels_last)
+    assert_matches(dev(a) + dev(b), a + b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+def test_add_inplace(dtype):
+    a, b = sample((3, 4), dtype, 1), sample((4,), dtype, 2)
+    da = dev(a)
+    ptr = da.data_ptr()
+    returned = da.add_(dev(b))
+    assert returned is da
+    assert da.data_ptr() == ptr
+    assert_matches(da, a.clone().add_(b))
+    # Method and operator forms.
+    da2 = dev(a)
+    da2 += dev(a)
+    assert_matches(da2, a + a)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+def test_add_inplace_into_strided_view(dtype):
+    base_cpu = sample((6, 8), dtype, 1)
+    base = dev(base_cpu)
+    other = sample((4, 3), dtype, 2)
+    base.t()[2:6, ::2].add_(dev(other))
+    expected = base_cpu.clone()
+    expected.t()[2:6, ::2].add_(other)
+    torch.testing.assert_close(base.cpu(), expected, rtol=0, atol=0)
+
+
+def test_add_inplace_aliasing_self():
+    a = sample((5,), torch.float32, 1)
+    d = dev(a)
+    d.add_(d)
+    torch.testing.assert_close(d.cpu(), a + a, rtol=0, atol=0)
+
+
+def test_inplace_broadcast_into_smaller_raises_like_cpu():
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape") as cpu_err:
+        torch.zeros(4).add_(torch.ones(3, 4))
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape") as dev_err:
+        dev(torch.zeros(4)).add_(dev(torch.ones(3, 4)))
+    assert str(dev_err.value).splitlines()[0] == str(cpu_err.value).splitlines()[0]
+
+
+def test_inplace_into_internally_overlapping_raises_like_cpu():
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        dev(torch.zeros(1)).expand(3).add_(dev(torch.ones(3)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+def test_add_out_same_shape(dtype):
+    a, b = sample((3, 4), dtype, 1), sample((3, 4), dtype, 2)
+    out = torch.empty(3, 4, dtype=dtype, device="infini")
+    ptr = out.data_ptr()
+    returned = torch.add(dev(a), dev(b), out=out)
+    assert returned is out
+    assert out.data_ptr() == ptr
+    assert_matches(out, a + b)
+
+
+def test_add_out_into_strided_out_keeps_its_strides():
+    a, b = sample((3, 4), torch.float32, 1), sample((3, 4), torch.float32, 2)
+    out = torch.empty(4, 3, device="infini").t()
+    cpu_out = torch.empty(4, 3).t()
+    torch.add(dev(a), dev(b), out=out)
+    torch.add(a, b, out=cpu_out)
+    assert_matches(out, cpu_out)
+
+
+@pytest.mark.parametrize("start_shape", [(0,), (5,), (2, 2)], ids=["empty", "wrong_numel", "wrong_shape"])
+@pytest.mark.parametrize("transposed", [False, True], ids=["contig_in", "transposed_in"])
+def test_add_out_resizes_like_cpu(start_shape, transposed):
+    a, b = sample((3, 4), torch.float32, 1), sample((3, 4), torch.float32, 2)
+    if transposed:
+        a, b = a.t(), b.t()
+    out = torch.empty(start_shape, device="infini")
+    cpu_out = torch.empty(start_shape)
+    with warnings.catch_warnings(record=True) as dev_warn:
+        warnings.simplefilter("always")
+        torch.add(dev(a), dev(b), out=out)
+    with warnings.catch_warnings(record=True) as cpu_warn:
+        warnings.simplefilter("always")
+        torch.add(a, b, out=cpu_out)
+    assert_matches(out, cpu_out)
+    # The deprecation warning for resizing a non-empty out= is the same.
+    assert [str(w.message) for w in dev_warn] == [str(w.message) for w in cpu_warn]
+
+
+def test_add_out_dtype_mismatch_raises():
+    a = dev(sample((3,), torch.float32))
+    out = torch.empty(3, dtype=torch.float16, device="infini")
+    with pytest.raises(RuntimeError, match="Half|float16"):
+        torch.add(a, a, out=out)
+
+
+def test_add_out_on_cpu_raises():
+    a = dev(sample((3,), torch.float32))
+    with pytest.raises(RuntimeError):
+        torch.add(a, a, out=torch.empty(3))
+
+
+def test_add_out_overlapping_input_raises_like_cpu():
+    cpu = sample((6,), torch.float32)
+    with pytest.raises(RuntimeError, match="single memory location"):
+        torch.add(cpu[:4], cpu[:4], out=cpu[1:5])
+    d = dev(cpu)
+    with pytest.raises(RuntimeError, match="single memory location"):
+        torch.add(d[:4], d[:4], out=d[1:5])
+
+
+# --- alpha ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str)
+@pytest.mark.parametrize("alpha", [2.5, -0.5, 0.0, 3])
+def test_alpha_on_float(dtype, alpha):
+    a, b = sample((4, 5), dtype, 1), sample((4, 5), dtype, 2)
+    assert_matches(torch.add(dev(a), dev(b), alpha=alpha), torch.add(a, b, alpha=alpha))
+    da = dev(a)
+    da.add_(dev(b), alpha=alpha)
+    assert_matches(da, a.clone().add_(b, alpha=alpha))
+    out = torch.empty(4, 5, dtype=dtype, device="infini")
+    torch.add(dev(a), dev(b), alpha=alpha, out=out)
+    assert_matches(out, torch.add(a, b, alpha=alpha))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int8, torch.uint8], ids=str)
+@pytest.mark.parametrize("alpha", [2, -3, 0])
+def test_int_alpha_on_int(dtype, alpha):
+    a, b = sample((4, 5), dtype, 1), sample((4, 5), dtype, 2)
+    if dtype == torch.uint8:
+        a, b = a.abs(), b.abs()
+    assert_matches(torch.add(dev(a), dev(b), alpha=alpha), torch.add(a, b, alpha=alpha))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64], ids=str)
+def test_float_alpha_on_int_raises_like_cpu(dtype):
+    a = sample((3,), dtype)
+    with pytest.raises(RuntimeError, match="alpha must not be a floating point") as cpu_err:
+        torch.add(a, a, alpha=0.5)
+    with pytest.raises(RuntimeError, match="alpha must not be a floating point") as dev_err:
+        torch.add(dev(a), dev(a), alpha=0.5)
+    assert str(dev_err.value).splitlines()[0] == str(cpu_err.value).splitlines()[0]
+    with pytest.raises(RuntimeError, match="alpha must not be a floating point"):
+        dev(a).add_(dev(a), alpha=2.0)
+
+
+def test_large_int64_alpha_is_exact():
+    a = torch.tensor([1, 2], dtype=torch.int64)
+    b = torch.tensor([1, 1], dtype=torch.int64)
+    alpha = 2**53 + 1
+    torch.testing.assert_close(torch.add(dev(a), dev(b), alpha=alpha).cpu(), torch.add(a, b, alpha=alpha),
+                               rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str)
+def test_rounding_matches_cpu(dtype):
+    """Values that are not exactly representable: same rounding as the CPU kernel."""
+    gen = torch.Generator().manual_seed(1234)
+    a = torch.randn(2048, generator=gen).to(dtype)
+    b = torch.randn(2048, generator=gen).to(dtype)
+    da, db = dev(a), dev(b)
+    assert_matches(da + db, a + b)
+    for alpha in (0.1, 1 / 3):
+        assert_matches(torch.add(da, db, alpha=alpha), torch.add(a, b, alpha=alpha))
+    for scalar in (0.1, 1 / 3, 1e5, 1e-8):
+        assert_matches(da + scalar, a + scalar)
+    assert_matches(da + torch.tensor(0.1, dtype=torch.float64), a + torch.tensor(0.1, dtype=torch.float64))
+
+
+# --- Python scalars and CPU 0-d tensors ----------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("scalar", [1, 2.5, -0.25, 0])
+def test_python_scalar_on_float(dtype, scalar):
+    a = sample((3, 4), dtype, 1)
+    assert_matches(dev(a) + scalar, a + scalar)
+    assert_matches(scalar + dev(a), scalar + a)
+    assert_matches(torch.add(dev(a), scalar), torch.add(a, scalar))
+    da = dev(a)
+    da += scalar
+    assert_matches(da, a + scalar)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64], ids=str)
+def test_int_scalar_on_int(dtype):
+    a = sample((3, 4), dtype, 1)
+    assert_matches(dev(a) + 7, a + 7)
+    assert_matches(dev(a) + -3, a + -3)
+
+
+def test_cpu_zero_dim_tensor_is_a_scalar():
+    a = sample((2, 3), torch.float32, 1)
+    assert_matches(dev(a) + torch.tensor(2.5), a + torch.tensor(2.5))
+    assert_matches(torch.tensor(2.5) + dev(a), torch.tensor(2.5) + a)
+    assert_matches(dev(a) + torch.tensor(3), a + torch.tensor(3))
+
+
+def test_scalar_used_twice_with_different_values():
+    """Scalars are cached as device tensors: a new value must not reuse an old one."""
+    a = sample((4,), torch.float32, 1)
+    d = dev(a)
+    results = [d + s for s in (1.0, 2.0, 1.0, 3.5)]
+    for s, r in zip((1.0, 2.0, 1.0, 3.5), results):
+        torch.testing.assert_close(r.cpu(), a + s, rtol=0, atol=0)
+
+
+# --- errors --------------------------------------------------------------------
+
+
+def test_mixed_dtypes_raise_naming_both():
+    a = dev(sample((3,), torch.float32))
+    b = dev(sample((3,), torch.float16))
+    with pytest.raises(RuntimeError) as info:
+        a + b
+    message = str(info.value)
+    assert "Float" in message and "Half" in message
+    assert "aten::add.Tensor" in message
+    with pytest.raises(RuntimeError, match="Float.*Half|Half.*Float"):
+        b.add_(a)
+
+
+def test_mixed_devices_raise():
+    a = dev(sample((3,), torch.float32))
+    with pytest.raises(RuntimeError, match="cpu") as info:
+        a + torch.ones(3)
+    assert "infini" in str(info.value)
+    with pytest.raises(RuntimeError, match="cpu"):
+        torch.ones(3) + a
+    with pytest.raises(RuntimeError, match="cpu"):
+        a.add_(torch.ones(3))
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.complex64], ids=str)
+def test_unsupported_dtype_names_the_cause(dtype):
+    supported = next(r for r in torch_infini.operator_table() if r["op"] == "aten::add.Tensor")["dtypes"]
+    if dtype == torch.bool:
+        assert "bool" not in supported
+        a = dev(torch.tensor([True, False, True]))
+        with pytest.raises(NotImplementedError) as info:
+            a + a
+        message = str(info.value)
+        assert "aten::add.Tensor" in message
+        assert "bool" in message and "not supported" in message
+    else:
+        # Complex tensors cannot even reach the device.
+        with pytest.raises(RuntimeError, match="complex"):
+            dev(torch.ones(3, dtype=dtype))
+
+
+def test_unregistered_op_raises_not_implemented_naming_it():
+    x = dev(sample((5,), torch.float32))
+    with pytest.raises(NotImplementedError, match="aten::cumsum"):
+        torch.cumsum(x, 0)
+
+
+# --- autograd ------------------------------------------------------------------
+
+
+def test_autograd_through_add():
+    a = sample((3, 4), torch.float32, 1)
+    x = dev(a).requires_grad_()
+    y = x + x
+    assert y.requires_grad and y.grad_fn is not None
+    grad = sample((3, 4), torch.float32, 2)
+    y.backward(dev(grad))
+    assert x.grad is not None and x.grad.device.type == "infini"
+    xc = a.clone().requires_grad_()
+    (xc + xc).backward(grad)
+    torch.testing.assert_close(x.grad.cpu(), xc.grad, rtol=0, atol=0)
+
+
+def test_autograd_through_broadcast_add_to_two_leaves():
+    a, b = sample((3, 4), torch.float32, 1), sample((3, 4), torch.float32, 2)
+    x, y = dev(a).requires_grad_(), dev(b).requires_grad_()
+    grad = sample((3, 4), torch.float32, 3)
+    (x + y).backward(dev(grad))
+    torch.testing.assert_close(x.grad.cpu(), grad, rtol=0, atol=0)
+    torch.testing.assert_close(y.grad.cpu(), grad, rtol=0, atol=0)

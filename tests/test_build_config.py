@@ -1,0 +1,279 @@
+"""tools/build_config.py: Infini stack discovery and build metadata, on fake
+installs built in tmp_path (nothing is compiled)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools"))
+
+import build_config  # noqa: E402
+from build_config import BuildConfigError, build_metadata, resolve_infini_stack  # noqa: E402
+
+from torch_infini import _guard  # noqa: E402
+
+ADD_ALPHA_LINE = "template void Operator<::infini::ops::Add>::Call<Tensor, Tensor, double, Tensor>(Tensor, Tensor, double, Tensor);"
+
+
+def make_rt(root: Path, lib: str = "lib64", backends=("cpu",)) -> Path:
+    (root / "include" / "infini" / "rt").mkdir(parents=True)
+    (root / "include" / "infini" / "rt.h").write_text("#pragma once\n")
+    (root / "include" / "infini" / "rt" / "generated.h").write_text(
+        "".join(f"#include <infini/rt/{b}/device_.h>\n" for b in backends))
+    (root / lib).mkdir()
+    (root / lib / "libinfinirt.so").write_bytes(b"")
+    return root
+
+
+def make_ops(root: Path, lib: str = "lib", add_alpha: bool = True, extra_ops=("Gemm",)) -> Path:
+    (root / "include" / "infini").mkdir(parents=True)
+    lines = [ADD_ALPHA_LINE if add_alpha else
+             "template void Operator<::infini::ops::Add>::Call<Tensor, Tensor, Tensor>(Tensor, Tensor, Tensor);"]
+    lines += [f"template void Operator<::infini::ops::{op}>::Call<Tensor>(Tensor);" for op in extra_ops]
+    (root / "include" / "infini" / "operator_call_instantiations.h").write_text("\n".join(lines) + "\n")
+    (root / lib).mkdir()
+    (root / lib / "libinfiniops.so").write_bytes(b"")
+    return root
+
+
+@pytest.fixture
+def rt(tmp_path) -> Path:
+    return make_rt(tmp_path / "rt")
+
+
+@pytest.fixture
+def ops(tmp_path) -> Path:
+    return make_ops(tmp_path / "ops")
+
+
+def test_no_variables_is_host_only_build():
+    assert resolve_infini_stack({}) is None
+    assert resolve_infini_stack({"INFINI_RT_PREFIX": "", "INFINI_OPS_PREFIX": "", "PATH": "/usr/bin"}) is None
+
+
+def test_only_empty_rt_prefix_is_an_error(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(BuildConfigError, match="INFINI_RT_PREFIX"):
+        resolve_infini_stack({"INFINI_RT_PREFIX": str(empty)})
+
+
+def test_empty_rt_prefix_names_variable_and_path(tmp_path, ops):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(BuildConfigError) as info:
+        resolve_infini_stack({"INFINI_RT_PREFIX": str(empty), "INFINI_OPS_PREFIX": str(ops)})
+    message = str(info.value)
+    assert "INFINI_RT_PREFIX" in message
+    assert str(empty) in message
+    assert "infini/rt.h" in message
+
+
+def test_empty_ops_prefix_names_variable_and_path(tmp_path, rt):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(BuildConfigError) as info:
+        resolve_infini_stack({"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(empty)})
+    message = str(info.value)
+    assert "INFINI_OPS_PREFIX" in message
+    assert str(empty) in message
+
+
+def test_prefix_that_is_not_a_directory(tmp_path, ops):
+    missing = tmp_path / "nowhere"
+    with pytest.raises(BuildConfigError, match="INFINI_RT_PREFIX") as info:
+        resolve_infini_stack({"INFINI_RT_PREFIX": str(missing), "INFINI_OPS_PREFIX": str(ops)})
+    assert str(missing) in str(info.value)
+
+
+def test_library_missing_names_variable(tmp_path, ops):
+    rt = make_rt(tmp_path / "rt")
+    (rt / "lib64" / "libinfinirt.so").unlink()
+    with pytest.raises(BuildConfigError, match="INFINI_RT_PREFIX") as info:
+        resolve_infini_stack({"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(ops)})
+    assert "libinfinirt.so" in str(info.value)
+
+
+def test_only_rt_prefix_is_an_error(rt):
+    with pytest.raises(BuildConfigError, match="INFINI_OPS_PREFIX"):
+        resolve_infini_stack({"INFINI_RT_PREFIX": str(rt)})
+
+
+def test_only_ops_prefix_is_an_error(ops):
+    with pytest.raises(BuildConfigError, match="INFINI_RT_PREFIX"):
+        resolve_infini_stack({"INFINI_OPS_PREFIX": str(ops)})
+
+
+def test_only_an_override_is_an_error(rt):
+    with pytest.raises(BuildConfigError):
+        resolve_infini_stack({"INFINI_RT_INCLUDE_DIRS": str(rt / "include")})
+
+
+def test_fake_install_resolves(rt, ops):
+    stack = resolve_infini_stack({"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(ops)})
+    assert stack is not None
+    assert stack.rt_include_dirs == [str(rt / "include")]
+    assert stack.rt_library_dirs == [str(rt / "lib64")]       # lib64 picked: there is no lib/
+    assert stack.ops_include_dirs == [str(ops / "include")]
+    assert stack.ops_library_dirs == [str(ops / "lib")]
+    assert stack.rt_backends == ["cpu"]
+    assert stack.ops_operators == ["Add", "Gemm"]
+    assert stack.ops_add_has_alpha is True
+    assert stack.cuda_include_dirs == []
+    assert stack.include_dirs == [str(ops / "include"), str(rt / "include")]
+    assert stack.library_dirs == [str(ops / "lib"), str(rt / "lib64")]
+    macros = dict(stack.define_macros)
+    assert macros["TORCH_INFINI_WITH_INFINI_STACK"] == "1"
+    assert macros["TORCH_INFINI_OPS_ADD_HAS_ALPHA"] == "1"
+    assert macros["TORCH_INFINI_RT_HAS_CPU"] == "1"
+
+
+def test_lib_preferred_over_lib64(tmp_path, ops):
+    rt = make_rt(tmp_path / "rt", lib="lib")
+    (rt / "lib64").mkdir()
+    stack = resolve_infini_stack({"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(ops)})
+    assert stack.rt_library_dirs == [str(rt / "lib")]
+
+
+def test_add_without_alpha_and_several_backends(tmp_path):
+    rt = make_rt(tmp_path / "rt", backends=("nvidia", "cpu", "notabackend"))
+    ops = make_ops(tmp_path / "ops", add_alpha=False, extra_ops=())
+    stack = resolve_infini_stack({"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(ops)})
+    assert stack.ops_add_has_alpha is False
+    assert stack.ops_operators == ["Add"]
+    # In the known order, unknown names dropped.
+    assert stack.rt_backends == ["cpu", "nvidia"]
+    macros = dict(stack.define_macros)
+    assert "TORCH_INFINI_OPS_ADD_HAS_ALPHA" not in macros
+    assert macros["TORCH_INFINI_RT_HAS_NVIDIA"] == "1"
+
+
+def test_missing_generated_header_gives_no_backends(rt, ops):
+    (rt / "include" / "infini" / "rt" / "generated.h").unlink()
+    stack = resolve_infini_stack({"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(ops)})
+    assert stack.rt_backends == []
+
+
+def test_overrides_win_over_prefixes(tmp_path, rt, ops):
+    other_rt = make_rt(tmp_path / "other_rt", lib="lib")
+    other_ops = make_ops(tmp_path / "other_ops", lib="lib64")
+    env = {
+        "INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(ops),
+        "INFINI_RT_INCLUDE_DIRS": os.pathsep.join([str(tmp_path / "nothing"), str(other_rt / "include")]),
+        "INFINI_RT_LIBRARY_DIRS": str(other_rt / "lib"),
+        "INFINI_OPS_INCLUDE_DIRS": str(other_ops / "include"),
+        "INFINI_OPS_LIBRARY_DIRS": str(other_ops / "lib64"),
+    }
+    stack = resolve_infini_stack(env)
+    assert stack.rt_include_dirs == [str(tmp_path / "nothing"), str(other_rt / "include")]
+    assert stack.rt_library_dirs == [str(other_rt / "lib")]
+    assert stack.ops_include_dirs == [str(other_ops / "include")]
+    assert stack.ops_library_dirs == [str(other_ops / "lib64")]
+
+
+def test_overrides_alone_resolve_without_prefixes(tmp_path):
+    rt = make_rt(tmp_path / "rt")
+    ops = make_ops(tmp_path / "ops")
+    env = {
+        "INFINI_RT_INCLUDE_DIRS": str(rt / "include"), "INFINI_RT_LIBRARY_DIRS": str(rt / "lib64"),
+        "INFINI_OPS_INCLUDE_DIRS": str(ops / "include"), "INFINI_OPS_LIBRARY_DIRS": str(ops / "lib"),
+    }
+    stack = resolve_infini_stack(env)
+    assert stack.rt_backends == ["cpu"]
+    assert stack.ops_add_has_alpha is True
+
+
+def test_override_pointing_at_nothing_names_the_override(tmp_path, rt, ops):
+    empty = tmp_path / "empty_include"
+    empty.mkdir()
+    env = {"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(ops), "INFINI_OPS_INCLUDE_DIRS": str(empty)}
+    with pytest.raises(BuildConfigError, match="INFINI_OPS_INCLUDE_DIRS") as info:
+        resolve_infini_stack(env)
+    assert str(empty) in str(info.value)
+
+
+def test_cuda_include_dirs_passed_through(rt, ops):
+    cuda = os.pathsep.join(["/opt/cuda/include", "/opt/cuda/targets/include"])
+    stack = resolve_infini_stack({"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(ops),
+                                  "CUDA_INCLUDE_DIRS": cuda})
+    assert stack.cuda_include_dirs == ["/opt/cuda/include", "/opt/cuda/targets/include"]
+    assert stack.include_dirs[-2:] == ["/opt/cuda/include", "/opt/cuda/targets/include"]
+
+
+@pytest.mark.parametrize(
+    "version,expected",
+    [("2.13.0+cpu", "2.13"), ("2.13.1", "2.13"), ("2.13.0a0+git123", "2.13"), ("2.13.0rc1", "2.13"),
+     ("2.13.0.dev20260101", "2.13"), ("02.013.0", "2.13"), ("10.1", "10.1")],
+)
+def test_torch_major_minor(version, expected):
+    assert build_config.torch_major_minor(version) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "2", "abc", "v2.13"])
+def test_torch_major_minor_rejects(bad):
+    with pytest.raises(ValueError):
+        build_config.torch_major_minor(bad)
+
+
+def test_build_metadata_host_only():
+    meta = build_metadata("2.13.0+cpu", True, None)
+    expected = {
+        "schema": 1,
+        "torch_version": "2.13.0+cpu",
+        "torch_major_minor": "2.13",
+        "cxx11_abi": True,
+        "infini_stack": False,
+        "infini_rt_backends": [],
+        "infini_ops_operators": [],
+        "infini_ops_add_has_alpha": False,
+    }
+    assert {k: meta.get(k) for k in expected} == expected
+    assert set(_guard.REQUIRED_KEYS) <= set(meta)
+    # Anything else it records about the stack is empty without one.
+    for key in set(meta) - set(expected):
+        assert key.startswith("infini_") and not meta[key], key
+
+
+def test_build_metadata_with_stack(rt, ops):
+    stack = resolve_infini_stack({"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(ops)})
+    meta = build_metadata("2.13.0a0+git123", 1, stack)
+    assert meta["torch_major_minor"] == "2.13"
+    assert meta["cxx11_abi"] is True
+    assert meta["infini_stack"] is True
+    assert meta["infini_rt_backends"] == ["cpu"]
+    assert meta["infini_ops_operators"] == ["Add", "Gemm"]
+    assert meta["infini_ops_add_has_alpha"] is True
+
+
+def test_build_metadata_satisfies_import_guard(tmp_path):
+    """What the build writes is what the import guard accepts."""
+    import json
+
+    import torch
+
+    meta = build_metadata(torch.__version__, torch._C._GLIBCXX_USE_CXX11_ABI, None)
+    path = tmp_path / "_build_info.json"
+    path.write_text(json.dumps(meta))
+    loaded = _guard.load_metadata(path)
+    _guard.check_compatible(loaded, torch.__version__, torch._C._GLIBCXX_USE_CXX11_ABI)
+
+
+def test_setup_py_exits_on_bad_prefix_before_compiling(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = dict(os.environ, INFINI_RT_PREFIX=str(empty))
+    for var in ("INFINI_OPS_PREFIX", "INFINI_RT_INCLUDE_DIRS", "INFINI_RT_LIBRARY_DIRS",
+                "INFINI_OPS_INCLUDE_DIRS", "INFINI_OPS_LIBRARY_DIRS"):
+        env.pop(var, None)
+    proc = subprocess.run([sys.executable, "setup.py", "--name"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode != 0
+    output = proc.stdout + proc.stderr
+    assert "INFINI_RT_PREFIX" in output
+    assert "torch_infini build error" in output

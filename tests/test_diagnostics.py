@@ -1,0 +1,224 @@
+"""torch_infini.diagnostics(), operator_table(), ``python -m torch_infini`` and
+TORCH_INFINI_PROVIDER."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_infini
+
+CAPABILITIES = {"async_copy", "pinned_memory", "timed_events", "async_execution", "blocking_events", "graphs"}
+STACK_COMPILED = bool(torch_infini.build_info()["infini_stack"])
+
+
+PROVIDER_SCRIPT = """
+import json, warnings
+warnings.simplefilter("ignore")
+import torch, torch_infini
+r = {}
+try:
+    d = torch_infini.diagnostics()
+    r["provider"], r["reason"] = d["provider"], d["selection_reason"]
+except Exception as e:
+    r["diag_error"] = [type(e).__name__, str(e).splitlines()[0]]
+try:
+    x = torch.arange(4.0).to("infini")
+    r["add"] = (x + x).cpu().tolist()
+except Exception as e:
+    r["use_error"] = [type(e).__name__, str(e).splitlines()[0]]
+print("RESULT" + json.dumps(r))
+"""
+
+# Every subprocess of this file: name -> (argv after the interpreter, extra environment).
+SUBPROCESSES = {
+    "main": (["-m", "torch_infini"], {}),
+    "json": (["-m", "torch_infini", "--json"], {}),
+    "ops": (["-m", "torch_infini", "--ops"], {}),
+    "main_bogus": (["-m", "torch_infini"], {"TORCH_INFINI_PROVIDER": "bogus"}),
+    "provider_host": (["-c", PROVIDER_SCRIPT], {"TORCH_INFINI_PROVIDER": "host"}),
+    "provider_bogus": (["-c", PROVIDER_SCRIPT], {"TORCH_INFINI_PROVIDER": "bogus"}),
+}
+if not STACK_COMPILED:
+    SUBPROCESSES["provider_infini"] = (["-c", PROVIDER_SCRIPT], {"TORCH_INFINI_PROVIDER": "infini"})
+
+
+@pytest.fixture(scope="module")
+def procs() -> dict[str, subprocess.CompletedProcess]:
+    """Runs the subprocesses of this file side by side (each imports torch)."""
+    running = {}
+    for name, (args, env) in SUBPROCESSES.items():
+        full_env = dict(os.environ)
+        full_env.pop("TORCH_INFINI_PROVIDER", None)
+        full_env.update(env)
+        running[name] = subprocess.Popen([sys.executable, *args], env=full_env, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True)
+    done = {}
+    for name, proc in running.items():
+        out, err = proc.communicate(timeout=120)
+        done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return done
+
+
+def provider_result(procs, name: str) -> dict:
+    proc = procs[name]
+    assert proc.returncode == 0, proc.stderr
+    line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
+    assert line, proc.stdout + proc.stderr
+    return json.loads(line[-1][len("RESULT"):])
+
+
+@pytest.fixture(scope="module")
+def diag() -> dict:
+    return torch_infini.diagnostics()
+
+
+def test_diagnostics_versions(diag):
+    assert diag["torch_infini"] == torch_infini.__version__
+    assert diag["torch"] == torch.__version__
+    assert diag["torch_cxx11_abi"] == torch._C._GLIBCXX_USE_CXX11_ABI
+    build = torch_infini.build_info()
+    assert diag["built_for_torch"] == build["torch_version"]
+    assert diag["infini_stack_compiled"] == build["infini_stack"]
+    assert diag["infini_rt_backends_compiled"] == build.get("infini_rt_backends", [])
+    assert diag["infini_ops_operators_compiled"] == build.get("infini_ops_operators", [])
+
+
+def test_diagnostics_devices_agree_with_torch_infini(diag):
+    assert diag["device_count"] == torch.infini.device_count()
+    assert [d["index"] for d in diag["devices"]] == list(range(torch.infini.device_count()))
+    for d in diag["devices"]:
+        props = torch.infini.get_device_properties(d["index"])
+        assert d["name"] == props.name == torch.infini.get_device_name(d["index"])
+        assert d["total_memory"] == props.total_memory > 0
+        assert 0 <= d["free_memory"] <= d["total_memory"]
+
+
+def test_diagnostics_provider(diag):
+    assert diag["provider"] in ("host", "infini")
+    assert isinstance(diag["backend"], str) and diag["backend"]
+    assert isinstance(diag["selection_reason"], str) and diag["selection_reason"]
+    props = torch.infini.get_device_properties(0)
+    assert props.provider == diag["provider"]
+    assert props.backend == diag["backend"]
+    if not diag["infini_stack_compiled"] and not os.environ.get("TORCH_INFINI_PROVIDER"):
+        assert diag["provider"] == "host"
+        assert "not compiled" in diag["selection_reason"]
+
+
+def test_diagnostics_capabilities_are_bools(diag):
+    caps = diag["capabilities"]
+    assert set(caps) == CAPABILITIES
+    assert all(isinstance(v, bool) for v in caps.values())
+    assert isinstance(diag["caching_allocator"], bool)
+    if diag["provider"] == "host":
+        # The host runtime is asynchronous and times events by design.
+        assert caps["async_execution"] and caps["async_copy"] and caps["timed_events"]
+
+
+def _pinned_memory_works() -> bool:
+    try:
+        t = torch.empty(4, pin_memory=True)
+    except (RuntimeError, NotImplementedError):
+        return False
+    return t.is_pinned()
+
+
+def test_pinned_memory_capability_matches_behaviour(diag):
+    assert diag["capabilities"]["pinned_memory"] == _pinned_memory_works()
+
+
+def test_diagnostics_is_json_serializable(diag):
+    assert json.loads(json.dumps(diag)) == diag
+
+
+def test_operator_table_lists_add():
+    rows = torch_infini.operator_table()
+    assert isinstance(rows, list) and rows
+    ops = {row["op"]: row for row in rows}
+    assert "aten::add.Tensor" in ops
+    add = ops["aten::add.Tensor"]
+    assert isinstance(add["dtypes"], list) and add["dtypes"]
+    assert all(isinstance(d, str) for d in add["dtypes"])
+    for key in ("alpha", "broadcast", "strided"):
+        assert isinstance(add[key], bool), key
+    assert isinstance(add["kernel"], str) and add["kernel"]
+
+
+def test_operator_table_dtypes_match_behaviour():
+    """Each dtype the table lists for add actually runs; one it omits does not."""
+    add = next(r for r in torch_infini.operator_table() if r["op"] == "aten::add.Tensor")
+    # The table uses torch's dtype names, as the error messages do.
+    names = {dtype: str(dtype).removeprefix("torch.") for dtype in (
+        torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.int16,
+        torch.int32, torch.int64, torch.uint8, torch.bool)}
+    for dtype, name in names.items():
+        x = torch.ones(3, dtype=dtype).to("infini")
+        if name in add["dtypes"]:
+            expected = torch.ones(3, dtype=dtype) + torch.ones(3, dtype=dtype)
+            torch.testing.assert_close((x + x).cpu(), expected, rtol=0, atol=0)
+        else:
+            with pytest.raises(NotImplementedError, match="aten::add.Tensor"):
+                x + x
+
+
+def test_python_m_torch_infini_prints_provider(diag, procs):
+    proc = procs["main"]
+    assert proc.returncode == 0, proc.stderr
+    assert f"Provider: {diag['provider']}" in proc.stdout
+    assert diag["selection_reason"] in proc.stdout
+    assert torch.__version__ in proc.stdout
+    assert f"Devices: {diag['device_count']}" in proc.stdout
+
+
+def test_python_m_torch_infini_json(diag, procs):
+    proc = procs["json"]
+    assert proc.returncode == 0, proc.stderr
+    printed = json.loads(proc.stdout)
+    assert printed["provider"] == diag["provider"]
+    assert printed["device_count"] == diag["device_count"]
+    assert printed["capabilities"] == diag["capabilities"]
+
+
+def test_python_m_torch_infini_ops(procs):
+    proc = procs["ops"]
+    assert proc.returncode == 0, proc.stderr
+    assert "aten::add.Tensor" in proc.stdout
+    add = next(r for r in torch_infini.operator_table() if r["op"] == "aten::add.Tensor")
+    assert ", ".join(add["dtypes"]) in proc.stdout
+
+
+def test_provider_forced_host(procs):
+    r = provider_result(procs, "provider_host")
+    assert r.get("provider") == "host", r
+    assert "TORCH_INFINI_PROVIDER" in r["reason"]
+    assert r["add"] == [0.0, 2.0, 4.0, 6.0]
+
+
+def test_provider_bogus_is_an_error_naming_the_variable(procs):
+    r = provider_result(procs, "provider_bogus")
+    kind, message = r["diag_error"]
+    assert kind == "RuntimeError"
+    assert "TORCH_INFINI_PROVIDER" in message and "bogus" in message
+    assert "use_error" in r and "add" not in r
+
+
+def test_python_m_torch_infini_bogus_provider_fails(procs):
+    proc = procs["main_bogus"]
+    assert proc.returncode != 0
+    assert "TORCH_INFINI_PROVIDER" in proc.stderr
+
+
+@pytest.mark.skipif(STACK_COMPILED, reason="the Infini stack is compiled in")
+def test_provider_infini_without_stack_is_an_error(procs):
+    r = provider_result(procs, "provider_infini")
+    kind, message = r["diag_error"]
+    assert kind == "RuntimeError"
+    assert "TORCH_INFINI_PROVIDER=infini" in message
+    assert "no Infini stack" in message
+    assert "use_error" in r and "add" not in r

@@ -1,0 +1,82 @@
+"""import torch_infini: PrivateUse1 renamed to "infini", torch.infini registered,
+the generated Tensor/Module/Storage methods, and torch.accelerator."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torch_infini
+
+
+def test_privateuse1_backend_is_renamed():
+    assert torch._C._get_privateuse1_backend_name() == "infini"
+
+
+def test_torch_infini_is_the_device_module():
+    assert torch.infini is torch_infini.infini
+    assert torch.get_device_module("infini") is torch.infini
+    # The torch.cuda-shaped API is there.
+    for name in ("is_available", "device_count", "current_device", "set_device", "synchronize",
+                 "device", "device_of", "Stream", "Event", "current_stream", "memory_allocated"):
+        assert callable(getattr(torch.infini, name)), name
+
+
+def test_torch_device_parses_infini():
+    d = torch.device("infini:0")
+    assert d.type == "infini"
+    assert d.index == 0
+    assert torch.device("infini").index is None
+    assert torch.device("infini", 0) == d
+    assert str(d) == "infini:0"
+
+
+def test_tensor_infini_method_moves_to_device():
+    cpu = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    moved = cpu.infini()
+    assert moved.device == torch.device("infini:0")
+    assert moved.shape == cpu.shape
+    assert moved.dtype == cpu.dtype
+    torch.testing.assert_close(moved.cpu(), cpu, rtol=0, atol=0)
+
+
+def test_tensor_is_infini_property():
+    cpu = torch.ones(2)
+    assert cpu.is_infini is False
+    assert cpu.infini().is_infini is True
+    assert torch.empty(2, device="infini").is_infini is True
+
+
+def test_module_infini_moves_parameters_and_buffers():
+    module = torch.nn.Linear(3, 2)
+    module.register_buffer("running", torch.arange(2, dtype=torch.float32))
+    expected = {name: t.detach().clone() for name, t in module.state_dict().items()}
+    returned = module.infini()
+    assert returned is module
+    for name, param in module.named_parameters():
+        assert param.device.type == "infini", name
+        assert isinstance(param, torch.nn.Parameter)
+    assert module.running.device.type == "infini"
+    for name, t in module.state_dict().items():
+        torch.testing.assert_close(t.cpu(), expected[name], rtol=0, atol=0)
+
+
+def test_module_to_infini_string():
+    module = torch.nn.Linear(2, 2).to("infini")
+    assert {p.device for p in module.parameters()} == {torch.device("infini:0")}
+
+
+def test_untyped_storage_infini_method():
+    cpu = torch.arange(4, dtype=torch.int32)
+    storage = cpu.untyped_storage().infini()
+    assert storage.device.type == "infini"
+    assert storage.nbytes() == cpu.untyped_storage().nbytes()
+    assert storage.is_infini
+
+
+def test_accelerator_is_infini():
+    assert torch.accelerator.is_available()
+    acc = torch.accelerator.current_accelerator()
+    assert acc is not None
+    assert acc.type == "infini"
+    assert torch.accelerator.device_count() == torch.infini.device_count()
