@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from .. import _C
-from ._utils import Device, _check_index, _device_of_object, _get_device_index
+from ._utils import Device, _check_index, _device_of_object, _get_device_index, _resolve_index
 
 
 def is_available() -> bool:
@@ -93,8 +93,7 @@ def synchronize(device: Device = None) -> None:
         device (torch.device or int, optional): device for which to
             synchronize. It uses the current device if ``device`` is ``None``.
     """
-    index = _check_index(_get_device_index(device, optional=True))
-    _C._synchronize(index)
+    _C._synchronize(_resolve_index(device))
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,15 @@ def _get_device_index(device: Device, optional: bool = True) -> int:
     return index
 
 
+def _resolve_index(device: "Device") -> int:
+    """The index ``device`` names, where ``None`` and negative integers mean
+    the current device (as torch.cuda's stream and synchronize functions)."""
+    index = _get_device_index(device, optional=True)
+    if index < 0:
+        index = _C._current_device()
+    return _check_index(index)
+
+
 def _check_index(index: int) -> int:
     count = _C._device_count()
     if index < 0 or index >= count:

@@ -6,11 +6,11 @@ import collections
 from typing import Any
 
 from .. import _C
-from ._utils import Device, _check_index, _get_device_index
+from ._utils import Device, _resolve_index
 
 
 def _index(device: Device) -> int:
-    return _check_index(_get_device_index(device, optional=True))
+    return _resolve_index(device)
 
 
 def memory_stats_as_nested_dict(device: Device = None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import torch
 
 from .. import _C
 from ._device import device as _device_ctx
-from ._utils import Device, _check_index, _get_device_index
+from ._utils import Device, _check_index, _get_device_index, _resolve_index
 
 _INFINI_TYPE = None
 
@@ -107,12 +107,12 @@ def _wrap(triple: tuple[int, int, int]) -> Stream:
 def current_stream(device: Device = None) -> Stream:
     r"""Return the currently selected Stream for a given device (the current
     device if ``device`` is ``None``)."""
-    return _wrap(_C._current_stream(_check_index(_get_device_index(device, optional=True))))
+    return _wrap(_C._current_stream(_resolve_index(device)))
 
 
 def default_stream(device: Device = None) -> Stream:
     r"""Return the default Stream for a given device."""
-    return _wrap(_C._default_stream(_check_index(_get_device_index(device, optional=True))))
+    return _wrap(_C._default_stream(_resolve_index(device)))
 
 
 def set_stream(stream: Optional[torch.Stream]) -> None:
@@ -184,9 +184,18 @@ class Event(torch.Event):
             (default: ``False``)
         interprocess (bool): interprocess events are not supported on infini
             and raise ``NotImplementedError``.
+        external (bool): external events (graph capture) are not supported
+            on infini and raise ``NotImplementedError``.
     """
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> "Event":
+    def __new__(
+        cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False, external: bool = False
+    ) -> "Event":
+        if external:
+            raise NotImplementedError(
+                "torch.infini.Event(external=True): infini has no graph capture, so external events "
+                "are not supported"
+            )
         if interprocess:
             raise NotImplementedError(
                 "torch.infini.Event(interprocess=True): interprocess events are not supported "

@@ -1,0 +1,1 @@
+"""Conformance contracts (a package, so its conftest does not shadow tests/conftest.py)."""
