@@ -277,3 +277,17 @@ def test_setup_py_exits_on_bad_prefix_before_compiling(tmp_path):
     output = proc.stdout + proc.stderr
     assert "INFINI_RT_PREFIX" in output
     assert "torch_infini build error" in output
+
+
+def test_ops_implementations_are_read_from_library_symbols(tmp_path):
+    """Which backends implement an operator comes from libinfiniops' mangled
+    names: Operator<Add, Device::Type 0 (cpu), 0> counts, the generic
+    Operator<Add, kCount=8, 0> does not."""
+    bc = build_config
+    lib = tmp_path / "libinfiniops.so"
+    lib.write_bytes(
+        b"\x00junk_ZN6infini3ops8OperatorINS0_3AddELNS_2rt6Device4TypeE0ELm0EEclE\x00"
+        b"_ZN6infini3ops8OperatorINS0_3AddELNS_2rt6Device4TypeE8ELm0EE4CallE\x00"
+        b"_ZN6infini3ops8OperatorINS0_4GemmELNS_2rt6Device4TypeE1ELm0EEclE\x00"
+    )
+    assert bc.ops_implementations_from_library(lib) == {"Add": [0], "Gemm": [1]}

@@ -38,9 +38,6 @@ class InfiniStack:
     # InfiniRT device types (Device::Type values) with an implementation
     # (index 0) of each operator in libinfiniops, read from its symbols.
     ops_implementations: dict[str, list[int]] = field(default_factory=dict)
-    # Whether InfiniOps exports Operator<Op>::active_implementation_indices
-    # (a run-time query; missing at 2962714).
-    ops_has_impl_query: bool = False
 
     @property
     def include_dirs(self) -> list[str]:
@@ -55,8 +52,6 @@ class InfiniStack:
         macros = [("TORCH_INFINI_WITH_INFINI_STACK", "1")]
         if self.ops_add_has_alpha:
             macros.append(("TORCH_INFINI_OPS_ADD_HAS_ALPHA", "1"))
-        if self.ops_has_impl_query:
-            macros.append(("TORCH_INFINI_OPS_HAS_IMPL_QUERY", "1"))
         for backend in self.rt_backends:
             macros.append((f"TORCH_INFINI_RT_HAS_{backend.upper()}", "1"))
         for op, device_types in sorted(self.ops_implementations.items()):
@@ -164,14 +159,12 @@ def resolve_infini_stack(env: Mapping[str, str]) -> InfiniStack | None:
 
     backends = rt_backends_from_header(generated) if generated.is_file() else []
     operators, add_alpha = ops_api_from_header(ops_header)
-    header_text = ops_header.read_text(errors="replace")
     return InfiniStack(
         rt_include_dirs=rt_inc, rt_library_dirs=rt_lib,
         ops_include_dirs=ops_inc, ops_library_dirs=ops_lib,
         cuda_include_dirs=_split(env.get("CUDA_INCLUDE_DIRS", "")),
         rt_backends=backends, ops_operators=operators, ops_add_has_alpha=add_alpha,
         ops_implementations=ops_implementations_from_library(ops_library),
-        ops_has_impl_query="active_implementation_indices" in header_text,
     )
 
 
