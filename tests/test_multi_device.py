@@ -120,7 +120,7 @@ print("RESULT" + json.dumps(r))
 
 @pytest.fixture(scope="module")
 def two_devices() -> dict:
-    proc = run_python(TWO_DEVICE_SCRIPT, env={VAR: "2"})
+    proc = run_python(TWO_DEVICE_SCRIPT, env={VAR: "2", "TORCH_INFINI_PROVIDER": "host"})
     assert proc.returncode == 0, proc.stderr
     line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
     assert line, proc.stdout + proc.stderr
@@ -223,7 +223,7 @@ print("RESULT" + json.dumps(r))
 @pytest.fixture(scope="module", params=["abc", "0"])
 def bad_env(request) -> tuple[str, dict, str]:
     value = request.param
-    proc = run_python(BAD_ENV_SCRIPT, env={VAR: value})
+    proc = run_python(BAD_ENV_SCRIPT, env={VAR: value, "TORCH_INFINI_PROVIDER": "host"})
     assert proc.returncode == 0, proc.stderr
     line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
     assert line, proc.stdout + proc.stderr

@@ -200,7 +200,7 @@ print("RESULT " + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def per_device() -> dict:
-    proc = run_python(PER_DEVICE, env={"TORCH_INFINI_HOST_DEVICES": "2"})
+    proc = run_python(PER_DEVICE, env={"TORCH_INFINI_HOST_DEVICES": "2", "TORCH_INFINI_PROVIDER": "host"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT "):])
