@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <deque>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -151,7 +152,6 @@ class DeviceCache {
     }
     block->allocated = true;
     block->requested = requested;
-    active_.emplace(block->ptr, block);
     stat_update(stats_.allocation, pool.is_small, 1);
     stat_update(stats_.allocated_bytes, pool.is_small,
                 static_cast<int64_t>(block->size));
@@ -166,7 +166,6 @@ class DeviceCache {
   void free(Block* block) {
     std::lock_guard<std::mutex> guard(mutex_);
     const bool small = block->pool->is_small;
-    active_.erase(block->ptr);
     block->allocated = false;
     stat_update(stats_.allocation, small, -1);
     stat_update(stats_.allocated_bytes, small,
@@ -206,15 +205,17 @@ class DeviceCache {
     block->stream_uses.push_back(stream);
   }
 
+  // Whether `p` lies in a segment of this device (getDeviceFromPtr). Only
+  // segments are indexed: allocation and free stay free of map updates.
   bool contains(const void* p) {
     std::lock_guard<std::mutex> guard(mutex_);
-    for (const auto& [base, block] : active_) {
-      const char* c = static_cast<const char*>(p);
-      if (c >= block->ptr && c < block->ptr + std::max<size_t>(block->size, 1)) {
-        return true;
-      }
+    char* c = static_cast<char*>(const_cast<void*>(p));
+    auto it = segments_.upper_bound(c);
+    if (it == segments_.begin()) {
+      return false;
     }
-    return false;
+    --it;
+    return c < it->first + it->second;
   }
 
   void empty_cache() {
@@ -329,6 +330,7 @@ class DeviceCache {
     block->size = bytes;
     block->pool = &pool;
     block->ptr = static_cast<char*>(ptr);
+    segments_.emplace(block->ptr, bytes);
     ++stats_.num_device_alloc;
     stat_update(stats_.segment, pool.is_small, 1);
     stat_update(stats_.reserved_bytes, pool.is_small,
@@ -418,6 +420,7 @@ class DeviceCache {
   void free_segment(Block* block) {
     std::unique_ptr<Block> owned(block);
     runtime::provider().free(device_, block->ptr);
+    segments_.erase(block->ptr);
     ++stats_.num_device_free;
     stat_update(stats_.segment, block->pool->is_small, -1);
     stat_update(stats_.reserved_bytes, block->pool->is_small,
@@ -482,7 +485,7 @@ class DeviceCache {
   std::mutex mutex_;
   BlockPool small_{true};
   BlockPool large_{false};
-  std::unordered_map<char*, Block*> active_;
+  std::map<char*, size_t> segments_;  // base -> bytes
   std::deque<std::pair<runtime::EventHandle, Block*>> pending_;
   std::vector<runtime::EventHandle> events_;
   DeviceStats stats_;
