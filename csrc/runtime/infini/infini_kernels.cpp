@@ -15,8 +15,53 @@
 #include "runtime/infini/infini_provider.h"
 #include "runtime/kernels.h"
 
+// OpenMP, weakly: present when InfiniOps' CPU backend was built with it (and
+// PyTorch's libgomp is loaded anyway); absent symbols simply disable the scope.
+extern "C" {
+int omp_get_max_threads(void) __attribute__((weak));
+void omp_set_num_threads(int) __attribute__((weak));
+}
+
 namespace torch_infini::runtime::infini {
 namespace {
+
+// InfiniOps' CPU kernels open an OpenMP parallel region on every call, even
+// for one element, where PyTorch's CPU kernels stay serial below GRAIN_SIZE
+// elements. On a busy machine a needless parallel region costs from 20 us to
+// milliseconds, so small CPU-backend launches run on the calling thread's
+// single OpenMP thread. The setting is per thread and restored on exit.
+class SerialOpenMPScope {
+ public:
+  explicit SerialOpenMPScope(bool active)
+      : active_(active && omp_get_max_threads != nullptr &&
+                omp_set_num_threads != nullptr) {
+    if (active_) {
+      previous_ = omp_get_max_threads();
+      omp_set_num_threads(1);
+    }
+  }
+  ~SerialOpenMPScope() {
+    if (active_) {
+      omp_set_num_threads(previous_);
+    }
+  }
+  SerialOpenMPScope(const SerialOpenMPScope&) = delete;
+  SerialOpenMPScope& operator=(const SerialOpenMPScope&) = delete;
+
+ private:
+  const bool active_;
+  int previous_ = 1;
+};
+
+constexpr int64_t kSerialBelowElements = 32768;  // at::internal::GRAIN_SIZE
+
+int64_t numel_of(const TensorArg& t) {
+  int64_t n = 1;
+  for (int64_t s : t.sizes) {
+    n *= s;
+  }
+  return n;
+}
 
 namespace iops = ::infini::ops;
 namespace irt = ::infini::rt;
@@ -141,6 +186,9 @@ class InfiniKernels final : public OpKernels {
     const iops::Tensor out = view_of(args.out, dtype, where);
     iops::Handle handle;
     handle.set_stream(stream);
+    const SerialOpenMPScope serial(provider_.device_type() ==
+                                       irt::Device::Type::kCpu &&
+                                   numel_of(args.out) < kSerialBelowElements);
     // Implementation index 0; InfiniOps caches the operator object per
     // (shapes, strides, dtype) on each thread.
     const iops::Config config;
