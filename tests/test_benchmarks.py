@@ -99,3 +99,16 @@ def test_a_provider_that_is_not_selected_fails_clearly():
     proc = _run("--quick", "--provider", "infini", "--cases", "add/sync/1Ki", timeout=120)
     assert proc.returncode == 2
     assert "TORCH_INFINI_PROVIDER=infini" in proc.stderr
+
+
+def test_the_cpu_fallback_is_never_timed(tmp_path):
+    """With TORCH_INFINI_CPU_FALLBACK=1 in the environment, a case that needs
+    an operator without an infini kernel is still skipped, not timed on the CPU."""
+    path = tmp_path / "out.json"
+    env = dict(os.environ, TORCH_INFINI_CPU_FALLBACK="1")
+    proc = subprocess.run([sys.executable, RUN, "--quick", "--cases", "mlp", "--json", str(path)], cwd=REPO,
+                          capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with open(path) as f:
+        (mlp,) = json.load(f)
+    assert mlp["infini_s"] is None and "aten::" in mlp["extra"]["skipped"]

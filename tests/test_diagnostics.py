@@ -40,6 +40,7 @@ SUBPROCESSES = {
     "main": (["-m", "torch_infini"], {}),
     "json": (["-m", "torch_infini", "--json"], {}),
     "ops": (["-m", "torch_infini", "--ops"], {}),
+    "ops_json": (["-m", "torch_infini", "--ops", "--json"], {}),
     "main_bogus": (["-m", "torch_infini"], {"TORCH_INFINI_PROVIDER": "bogus"}),
     "provider_host": (["-c", PROVIDER_SCRIPT], {"TORCH_INFINI_PROVIDER": "host"}),
     "provider_bogus": (["-c", PROVIDER_SCRIPT], {"TORCH_INFINI_PROVIDER": "bogus"}),
@@ -199,6 +200,35 @@ def test_python_m_torch_infini_ops(procs):
     assert "aten::add.Tensor" in proc.stdout
     add = next(r for r in torch_infini.operator_table() if r["op"] == "aten::add.Tensor")
     assert ", ".join(add["dtypes"]) in proc.stdout
+
+
+def test_registered_operators_are_every_privateuse1_registration():
+    rows = torch_infini.registered_operators()
+    names = [row["op"] for row in rows]
+    assert names == sorted(torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1"))
+    native = {row["op"] for row in rows if row["native"]}
+    for op in ("aten::add.Tensor", "aten::_copy_from", "aten::empty_strided", "aten::view", "aten::set_"):
+        assert op in native, op
+    # torch_infini's own kernels are the aten ones; c10d's are PyTorch's.
+    assert all(name.startswith("aten::") for name in native)
+    assert all(not row["native"] for row in rows if row["op"].startswith("c10d::"))
+    provider = torch_infini.diagnostics()["provider"]
+    assert all(provider in row["note"] for row in rows if row["native"])
+
+
+def test_python_m_torch_infini_ops_lists_registrations(procs):
+    proc = procs["ops"]
+    assert proc.returncode == 0, proc.stderr
+    # What other libraries register depends on what the process imported
+    # (this one imported more: e.g. FSDP's fsdp:: ops); torch_infini's own
+    # registrations do not.
+    native = [row for row in torch_infini.registered_operators() if row["native"]]
+    for row in native:
+        assert f"{row['op']}  {row['note']}" in proc.stdout
+    assert "TORCH_INFINI_CPU_FALLBACK" in proc.stdout
+    printed = json.loads(procs["ops_json"].stdout)
+    assert printed["kernels"] == torch_infini.operator_table()
+    assert [row for row in printed["registered"] if row["native"]] == native
 
 
 def test_provider_forced_host(procs):

@@ -80,3 +80,31 @@ def test_accelerator_is_infini():
     assert acc is not None
     assert acc.type == "infini"
     assert torch.accelerator.device_count() == torch.infini.device_count()
+
+
+def test_module_to_infini_keeps_parameter_objects():
+    """As on CUDA, Module.to() swaps each Parameter's data in place: tied
+    weights stay tied and an optimizer built before .to() still holds them."""
+    encoder = torch.nn.Linear(3, 3, bias=False)
+    decoder = torch.nn.Linear(3, 3, bias=False)
+    decoder.weight = encoder.weight
+    model = torch.nn.ModuleDict({"encoder": encoder, "decoder": decoder})
+    weight = encoder.weight
+    weight.grad = torch.ones(3, 3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model.to("infini")
+    assert model["encoder"].weight is weight and model["decoder"].weight is weight
+    assert weight.device.type == "infini" and weight.grad.device.type == "infini"
+    assert optimizer.param_groups[0]["params"][0] is weight
+    model.cpu()
+    assert weight.device.type == "cpu" and model["decoder"].weight is weight
+
+
+def test_parameter_data_assignment_across_devices():
+    param = torch.nn.Parameter(torch.zeros(2))
+    param.data = torch.arange(2.0).to("infini")
+    assert isinstance(param, torch.nn.Parameter) and param.requires_grad
+    assert param.device.type == "infini"
+    torch.testing.assert_close(param.detach().cpu(), torch.arange(2.0), rtol=0, atol=0)
+    assert torch._has_compatible_shallow_copy_type(torch.ones(1), torch.ones(1).to("infini"))
+    assert torch._has_compatible_shallow_copy_type(torch.ones(1).to("infini"), torch.ones(1))

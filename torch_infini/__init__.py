@@ -14,6 +14,19 @@ registers ``torch.infini`` (a module mirroring ``torch.cuda``), and makes
 device has no kernel for raise ``NotImplementedError`` naming the operator;
 nothing silently falls back to the CPU. ``python -m torch_infini`` prints what
 is installed and selected; ``python -m torch_infini --ops`` lists operators.
+
+CPU fallback (opt-in, off by default): ``TORCH_INFINI_CPU_FALLBACK=1``, or
+``torch_infini.fallback.enable()`` / ``with torch_infini.fallback.enabled():``,
+runs operators without an infini kernel on the CPU (inputs copied to the host,
+results and in-place/``out=`` arguments copied back, ordered with the current
+stream), warning once per operator. Views, random and factory operators keep
+raising. ``torch_infini.fallback.allow()``/``deny()`` (or
+``TORCH_INFINI_CPU_FALLBACK_ALLOW``/``_DENY``, comma-separated names such as
+``aten::cumsum``, which match every overload, or ``aten::cumsum.out``) refine
+it. ``torch_infini.fallback.coverage()`` reports every operator called on
+infini tensors (native, fallback, unsupported; calls; time), and
+``TORCH_INFINI_OP_REPORT=1`` prints that report at exit. See
+``torch_infini.fallback``.
 """
 
 from __future__ import annotations
@@ -26,12 +39,13 @@ _BUILD_INFO = _check_build()
 import torch  # noqa: E402
 
 from . import _C  # noqa: E402  (registers the device guard, hooks, allocator, kernels)
+from . import fallback  # noqa: E402
 from . import infini as _infini_module  # noqa: E402
-from .diagnostics import diagnostics, operator_table  # noqa: E402
+from .diagnostics import diagnostics, operator_table, registered_operators  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["diagnostics", "operator_table", "build_info", "__version__"]
+__all__ = ["diagnostics", "operator_table", "registered_operators", "fallback", "build_info", "__version__"]
 
 
 def build_info() -> dict:
@@ -48,3 +62,4 @@ def _register() -> None:
 
 
 _register()
+fallback._setup_from_environment()

@@ -9,16 +9,23 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_infini", description=__doc__)
-    parser.add_argument("--ops", action="store_true", help="list the operators the selected provider runs")
+    parser.add_argument("--ops", action="store_true", help="list the operators the selected provider runs: their support "
+                        "matrix, then every operator registered for the infini device")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     args = parser.parse_args(argv)
 
     import torch_infini
-    from torch_infini.diagnostics import format_diagnostics, format_operator_table
+    from torch_infini.diagnostics import format_diagnostics, format_operator_table, format_registered_operators
 
     if args.ops:
         rows = torch_infini.operator_table()
-        print(json.dumps(rows, indent=2) if args.json else format_operator_table(rows))
+        registered = torch_infini.registered_operators()
+        if args.json:
+            print(json.dumps({"kernels": rows, "registered": registered}, indent=2))
+        else:
+            print(format_operator_table(rows))
+            print()
+            print(format_registered_operators(registered))
     else:
         d = torch_infini.diagnostics()
         print(json.dumps(d, indent=2) if args.json else format_diagnostics(d))

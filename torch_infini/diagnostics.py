@@ -49,6 +49,45 @@ def operator_table() -> list[dict[str, Any]]:
     return [dict(entry) for entry in _C._op_support()]
 
 
+# Operator namespaces whose PrivateUse1 kernels are torch_infini's own.
+_OWN_NAMESPACES = ("aten",)
+
+
+def _family(op: str) -> str:
+    """"aten::add_.Tensor" -> "aten::add": the operator without overload or in-place mark."""
+    return op.split(".", 1)[0].rstrip("_")
+
+
+def registered_operators() -> list[dict[str, Any]]:
+    """Every operator with a kernel registered for the infini device
+    (PrivateUse1), sorted: ``op``, ``native`` (a torch_infini kernel that runs
+    on the device with the selected provider; the operator table gives the
+    dtypes and arguments it supports where they are limited) and ``note``.
+    Operators not listed reach the boxed fallback: they raise
+    ``NotImplementedError``, or run on the CPU when the opt-in CPU fallback is
+    on (see ``torch_infini.fallback``)."""
+    info = _C._provider_info()
+    provider = info["provider"] if info["provider"] == "host" else f"{info['provider']}/{info['backend']}"
+    # The support matrix of "aten::add.Tensor" holds for add_ and add.out too.
+    limited = {_family(row["op"]): row for row in _C._op_support()}
+    rows = []
+    for name in sorted(torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")):
+        namespace = name.split("::", 1)[0]
+        if namespace in _OWN_NAMESPACES:
+            note = f"native on {provider}"
+            row = limited.get(_family(name))
+            if row is not None:
+                note += f" (dtypes: {', '.join(row['dtypes'])}; kernel: {row['kernel']})"
+            rows.append({"op": name, "native": True, "note": note})
+        elif namespace == "c10d":
+            rows.append({"op": name, "native": False,
+                         "note": "registered by PyTorch's distributed package: it dispatches to a ProcessGroup "
+                                 "backend, and torch_infini provides none"})
+        else:
+            rows.append({"op": name, "native": False, "note": f"registered by the '{namespace}' library"})
+    return rows
+
+
 def format_diagnostics(d: dict[str, Any]) -> str:
     caps = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in d["capabilities"].items())
     lines = [
@@ -65,6 +104,21 @@ def format_diagnostics(d: dict[str, Any]) -> str:
         lines.append(f"  infini:{dev['index']}  {dev['name']}  total {dev['total_memory'] / 2**30:.1f} GiB")
     lines.append(f"Capabilities: {caps}")
     lines.append(f"Caching allocator: {'on' if d['caching_allocator'] else 'off (TORCH_INFINI_ALLOC_CONF)'}")
+    return "\n".join(lines)
+
+
+def format_registered_operators(rows: list[dict[str, Any]]) -> str:
+    native = [row for row in rows if row["native"]]
+    other = [row for row in rows if not row["native"]]
+    lines = [f"Operators registered for infini: {len(native)} native"]
+    lines += [f"  {row['op']}  {row['note']}" for row in native]
+    if other:
+        lines.append(f"Registered for PrivateUse1 by other libraries (not infini kernels): {len(other)}")
+        lines += [f"  {row['op']}" for row in other]
+        notes = sorted({row["note"] for row in other})
+        lines += [f"  ({note})" for note in notes]
+    lines.append("Every other operator raises NotImplementedError, or runs on the CPU with the opt-in "
+                 "CPU fallback (TORCH_INFINI_CPU_FALLBACK=1; see torch_infini.fallback).")
     return "\n".join(lines)
 
 

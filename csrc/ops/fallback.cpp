@@ -1,26 +1,263 @@
-// Every ATen operator without an infini kernel lands here and fails clearly,
-// naming the operator. Nothing falls back to the CPU by default.
+// Every ATen operator without an infini kernel lands here.
+//
+// By default it fails clearly, naming the operator. With the opt-in CPU
+// fallback on (ops/fallback_policy.h), the operator runs on the CPU through
+// ATen's at::native::cpu_fallback: tensor inputs are copied to the host,
+// the CPU kernel runs, in-place and out= arguments are written back into the
+// original infini tensors and new outputs are copied to the device. Those
+// copies complete after the current stream's earlier work and before the
+// fallback returns (as every copy between the host and the device does), so
+// the fallback is ordered with the stream without further synchronization.
+//
+// Some operators cannot be right through a copy and keep raising even when
+// the fallback is on: views (their result must share the input's storage),
+// random operators (they would draw from the CPU generator, not the
+// device's) and factory operators (no tensor input says where the result
+// belongs). Every call is counted in the coverage record (ops/op_coverage.h).
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/CPUFallback.h>
+#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "core/InfiniFunctions.h"
 #include "ops/common.h"
+#include "ops/fallback_policy.h"
+#include "ops/op_coverage.h"
 
 namespace torch_infini::ops {
 namespace {
 
-void no_kernel(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      false, "The infini device has no kernel for '", op.schema().operator_name(),
-      "' (provider ", provider_label(),
-      "). Run `python -m torch_infini --ops` for the operators it supports; "
-      "compute this one on the CPU explicitly (tensor.cpu()) if you need it.");
+std::string no_kernel_message(const c10::OperatorHandle& op) {
+  std::ostringstream out;
+  out << "The infini device has no kernel for '" << op.schema().operator_name()
+      << "' (provider " << provider_label() << ").";
+  return out.str();
+}
+
+[[noreturn]] void refuse(const c10::OperatorHandle& op,
+                         const std::string& detail) {
+  coverage::record(op.schema().operator_name(), coverage::Kind::kUnsupported,
+                   0);
+  TORCH_CHECK_NOT_IMPLEMENTED(false, no_kernel_message(op), " ", detail);
+}
+
+bool is_generator(const c10::Argument& arg) {
+  c10::TypePtr type = arg.real_type();
+  if (const auto* optional = type->castRaw<c10::OptionalType>()) {
+    type = optional->getElementType();
+  }
+  return type->kind() == c10::TypeKind::GeneratorType;
+}
+
+// "normal_", "randperm", "native_dropout", "log_normal" are random by name
+// even where the schema has no Generator argument; backward formulas
+// ("native_dropout_backward") are not: they replay a saved mask.
+bool random_by_name(const std::string& qualified) {
+  static const std::array<const char*, 7> kWords = {
+      "normal", "uniform", "bernoulli", "dropout", "multinomial",
+      "exponential", "random"};
+  std::string name = qualified.substr(qualified.find("::") + 2);
+  if (name.size() >= 9 && name.compare(name.size() - 9, 9, "_backward") == 0) {
+    return false;
+  }
+  std::istringstream tokens(name);
+  std::string token;
+  while (std::getline(tokens, token, '_')) {
+    if (token.rfind("rand", 0) == 0) {
+      return true;
+    }
+    for (const char* word : kWords) {
+      if (token == word) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool has_tensor(const c10::IValue& value) {
+  if (value.isTensor()) {
+    return value.toTensor().defined();
+  }
+  if (value.isTensorList()) {
+    return !value.toTensorList().empty();
+  }
+  if (value.isList()) {  // Tensor?[]
+    for (const auto& element : value.toListRef()) {
+      if (has_tensor(element)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Why the CPU fallback cannot run `op` correctly; empty when it can.
+std::string structural_refusal(const c10::OperatorHandle& op,
+                               c10::ArrayRef<c10::IValue> arguments) {
+  const auto& schema = op.schema();
+  for (const auto& ret : schema.returns()) {
+    if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite()) {
+      return "It is a view operator: its result must share its input's "
+             "storage, which a CPU copy cannot, so the opt-in CPU fallback "
+             "does not run it.";
+    }
+  }
+  const bool generator = std::any_of(schema.arguments().begin(),
+                                     schema.arguments().end(), is_generator);
+  if (generator || random_by_name(schema.name())) {
+    return "It is a random operator: on the CPU it would draw from the CPU "
+           "generator, not the device's, so the opt-in CPU fallback does not "
+           "run it. Create random tensors on the CPU and copy them to the "
+           "infini device.";
+  }
+  if (std::none_of(arguments.begin(), arguments.end(), has_tensor)) {
+    return "It is a factory operator (no tensor inputs), so the opt-in CPU "
+           "fallback does not run it. Create the tensor on the CPU and copy "
+           "it to the infini device.";
+  }
+  return "";
+}
+
+void collect_infini_devices(const c10::IValue& value,
+                            std::optional<c10::Device>& first,
+                            std::optional<c10::Device>& other) {
+  if (value.isTensor()) {
+    const auto& t = value.toTensor();
+    if (t.defined() && t.device().type() == kInfini) {
+      if (!first.has_value()) {
+        first = t.device();
+      } else if (t.device() != *first && !other.has_value()) {
+        other = t.device();
+      }
+    }
+  } else if (value.isTensorList() || value.isList()) {
+    for (const auto& element : value.toListRef()) {
+      collect_infini_devices(element, first, other);
+    }
+  }
+}
+
+// The infini device the operator runs for: the device of its infini tensor
+// arguments, which must all be on one device (as on CUDA; copying them all to
+// the CPU would otherwise hide the mistake).
+c10::Device target_device(const c10::OperatorHandle& op,
+                          c10::ArrayRef<c10::IValue> arguments) {
+  std::optional<c10::Device> first;
+  std::optional<c10::Device> other;
+  for (const auto& value : arguments) {
+    collect_infini_devices(value, first, other);
+  }
+  TORCH_CHECK(first.has_value(), op.schema().operator_name(),
+              ": reached the infini device without an infini tensor argument");
+  TORCH_CHECK(!other.has_value(), op.schema().operator_name(),
+              ": expected all tensors on the same infini device, got ", *first,
+              " and ", *other, "; move them with .to(device) first");
+  return *first;
+}
+
+// cpu_fallback sends new outputs to the device of the first tensor argument,
+// which is the CPU for `torch.tensor(2.) * x` (a CPU 0-dim tensor first).
+// As on CUDA, outputs belong on the device: move any left on the CPU. Not
+// done for operators with a Device argument: those said where to go.
+void move_outputs_to(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                     c10::Device device) {
+  const auto& schema = op.schema();
+  for (const auto& arg : schema.arguments()) {
+    if (arg.real_type()->kind() == c10::TypeKind::DeviceObjType) {
+      return;
+    }
+  }
+  const size_t count = schema.returns().size();
+  const size_t begin = stack->size() - count;
+  for (size_t i = 0; i < count; ++i) {
+    if (schema.returns()[i].alias_info() != nullptr) {
+      continue;  // an infini input put back by cpu_fallback
+    }
+    c10::IValue& value = (*stack)[begin + i];
+    if (value.isTensor()) {
+      const auto& t = value.toTensor();
+      if (t.defined() && t.device().is_cpu()) {
+        value = t.to(device);
+      }
+    } else if (value.isTensorList()) {
+      auto list = value.toTensorList();
+      for (size_t j = 0; j < list.size(); ++j) {
+        const at::Tensor t = list.get(j);
+        if (t.defined() && t.device().is_cpu()) {
+          list.set(j, t.to(device));
+        }
+      }
+    }
+  }
+}
+
+uint64_t elapsed_ns(std::chrono::steady_clock::time_point start) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::steady_clock::now() - start)
+          .count());
+}
+
+void infini_fallback(const c10::OperatorHandle& op,
+                     torch::jit::Stack* stack) {
+  const auto& name = op.schema().operator_name();
+  const auto arguments =
+      torch::jit::last(*stack, op.schema().arguments().size());
+
+  const std::string structural = structural_refusal(op, arguments);
+  if (!structural.empty()) {
+    refuse(op, structural +
+                   " Run `python -m torch_infini --ops` for the operators "
+                   "the device supports.");
+  }
+  if (!fallback_policy::enabled()) {
+    refuse(op,
+           "Run `python -m torch_infini --ops` for the operators it supports; "
+           "compute this one on the CPU explicitly (tensor.cpu()) if you need "
+           "it, or turn on the opt-in CPU fallback "
+           "(TORCH_INFINI_CPU_FALLBACK=1 or torch_infini.fallback.enable()).");
+  }
+  const std::string listed = fallback_policy::list_refusal(name);
+  if (!listed.empty()) {
+    std::ostringstream detail;
+    detail << "'" << name << "' " << listed
+           << ", so it does not fall back to the CPU.";
+    refuse(op, detail.str());
+  }
+  const c10::Device device = target_device(op, arguments);
+
+  if (fallback_policy::first_fallback(name)) {
+    TORCH_WARN("torch_infini: '", name, "' has no infini kernel (provider ",
+               provider_label(),
+               "); running it on the CPU through the opt-in CPU fallback "
+               "(inputs copied to the host, results copied back). Warned "
+               "once per operator; torch_infini.fallback.coverage() counts "
+               "every call.");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  {
+    coverage::FallbackScope scope;
+    c10::DeviceGuard guard(device);
+    // Views were refused above; error_on_views is the backstop.
+    at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+    move_outputs_to(op, stack, device);
+  }
+  coverage::record(name, coverage::Kind::kFallback, elapsed_ns(start));
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&no_kernel>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&infini_fallback>());
 }
 
 }  // namespace torch_infini::ops

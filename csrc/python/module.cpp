@@ -9,6 +9,8 @@
 #include "core/InfiniFunctions.h"
 #include "core/InfiniHooks.h"
 #include "core/InfiniStream.h"
+#include "ops/fallback_policy.h"
+#include "ops/op_coverage.h"
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
 #include "runtime/selection.h"
@@ -70,6 +72,19 @@ py::list op_support() {
   return ops;
 }
 
+py::list coverage_entries() {
+  py::list out;
+  for (const auto& e : ops::coverage::snapshot()) {
+    py::dict d;
+    d["op"] = e.op;
+    d["kind"] = ops::coverage::kind_name(e.kind);
+    d["calls"] = e.calls;
+    d["time_ms"] = static_cast<double>(e.nanoseconds) / 1e6;
+    out.append(d);
+  }
+  return out;
+}
+
 py::dict stat_dict(const c10::CachingAllocator::StatArray& array) {
   static const char* names[] = {"all", "small_pool", "large_pool"};
   py::dict out;
@@ -116,6 +131,20 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "Provider, backend, selection reason and capabilities.");
   m.def("_op_support", &op_support,
         "The support matrix of every operator the provider runs.");
+
+  // The opt-in CPU fallback and the coverage record (torch_infini.fallback).
+  m.def("_fallback_enabled", &ops::fallback_policy::enabled);
+  m.def("_fallback_set_enabled", &ops::fallback_policy::set_enabled);
+  m.def("_fallback_set_allow", &ops::fallback_policy::set_allow_list);
+  m.def("_fallback_set_deny", &ops::fallback_policy::set_deny_list);
+  m.def("_fallback_allow_list", &ops::fallback_policy::allow_list);
+  m.def("_fallback_deny_list", &ops::fallback_policy::deny_list);
+  m.def("_coverage", &coverage_entries,
+        "Every operator called on infini tensors: kind, calls, host time.");
+  m.def("_coverage_reset", &ops::coverage::reset);
+  m.def("_coverage_start_recording", &ops::coverage::start_recording);
+  m.def("_coverage_stop_recording", &ops::coverage::stop_recording);
+  m.def("_coverage_recording", &ops::coverage::recording);
 
   m.def("_device_count", [] { return static_cast<int64_t>(device_count()); });
   m.def("_current_device",

@@ -1,0 +1,267 @@
+#include "ops/op_coverage.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/InfiniFunctions.h"
+
+namespace torch_infini::ops::coverage {
+namespace {
+
+constexpr size_t kKinds = 4;
+
+struct Counter {
+  uint64_t calls = 0;
+  uint64_t nanoseconds = 0;
+};
+
+// Leaked on purpose: operators (and so record()) may run during static
+// destruction.
+struct Table {
+  std::mutex mutex;  // held to update or copy the counters only
+  std::unordered_map<c10::OperatorName, std::array<Counter, kKinds>> counters;
+};
+
+Table& table() {
+  static Table& instance = *std::make_unique<Table>().release();
+  return instance;
+}
+
+thread_local bool in_fallback = false;
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+// --- counting the device's own kernels (only while recording) ---------------
+
+// How an operator the dispatcher is about to run reaches the infini device.
+enum class Route { kNative, kComposite, kBoxedFallback };
+
+// Cached per operator: a dispatcher lookup per call would cost more than
+// the counting itself. Cleared when recording starts, so kernels registered
+// in between are seen.
+struct RouteCache {
+  std::mutex mutex;
+  std::unordered_map<c10::OperatorName, Route> routes;
+};
+
+RouteCache& route_cache() {
+  static RouteCache& instance = *std::make_unique<RouteCache>().release();
+  return instance;
+}
+
+Route compute_route(const c10::OperatorName& name) {
+  const auto op = c10::Dispatcher::singleton().findOp(name);
+  if (!op.has_value()) {
+    return Route::kBoxedFallback;
+  }
+  if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+    return Route::kNative;
+  }
+  for (auto key : {c10::DispatchKey::CompositeExplicitAutogradNonFunctional,
+                   c10::DispatchKey::CompositeExplicitAutograd,
+                   c10::DispatchKey::CompositeImplicitAutograd}) {
+    if (op->hasKernelForDispatchKey(key)) {
+      return Route::kComposite;
+    }
+  }
+  // The boxed fallback counts these itself (fell back or raised).
+  return Route::kBoxedFallback;
+}
+
+Route route_of(const c10::OperatorName& name) {
+  auto& cache = route_cache();
+  {
+    std::lock_guard<std::mutex> guard(cache.mutex);
+    auto it = cache.routes.find(name);
+    if (it != cache.routes.end()) {
+      return it->second;
+    }
+  }
+  const Route route = compute_route(name);
+  std::lock_guard<std::mutex> guard(cache.mutex);
+  cache.routes.emplace(name, route);
+  return route;
+}
+
+bool on_infini(const c10::IValue& value) {
+  if (value.isTensor()) {
+    const auto& t = value.toTensor();
+    return t.defined() && t.device().type() == kInfini;
+  }
+  if (value.isList()) {  // Tensor[] and Tensor?[]
+    for (const auto& element : value.toListRef()) {
+      if (on_infini(element)) {
+        return true;
+      }
+    }
+    return false;
+  }
+  // Factory operators: the device argument.
+  return value.isDevice() && value.toDevice().type() == kInfini;
+}
+
+struct CallContext final : at::ObserverContext {
+  CallContext(c10::OperatorName op, Kind kind)
+      : op(std::move(op)), kind(kind), start(now_ns()) {}
+  c10::OperatorName op;
+  Kind kind;
+  uint64_t start;
+};
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (in_fallback) {
+    return nullptr;
+  }
+  const auto inputs = fn.inputs();
+  if (std::none_of(inputs.begin(), inputs.end(),
+                   [](const c10::IValue& v) { return on_infini(v); })) {
+    return nullptr;
+  }
+  auto name = fn.operator_name();
+  if (!name.has_value()) {
+    return nullptr;
+  }
+  const Route route = route_of(*name);
+  if (route == Route::kBoxedFallback) {
+    return nullptr;
+  }
+  return std::make_unique<CallContext>(
+      std::move(*name),
+      route == Route::kNative ? Kind::kNative : Kind::kComposite);
+}
+
+void on_end(const at::RecordFunction& /*fn*/, at::ObserverContext* context) {
+  if (context == nullptr) {
+    return;
+  }
+  auto* call = static_cast<CallContext*>(context);
+  record(call->op, call->kind, now_ns() - call->start);
+}
+
+struct Recorder {
+  std::mutex mutex;
+  at::CallbackHandle handle = at::INVALID_CALLBACK_HANDLE;
+};
+
+Recorder& recorder() {
+  static Recorder& instance = *std::make_unique<Recorder>().release();
+  return instance;
+}
+
+}  // namespace
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::kNative: return "native";
+    case Kind::kComposite: return "composite";
+    case Kind::kFallback: return "fallback";
+    case Kind::kUnsupported: return "unsupported";
+  }
+  return "unknown";
+}
+
+void record(const c10::OperatorName& op, Kind kind, uint64_t nanoseconds) {
+  auto& t = table();
+  std::lock_guard<std::mutex> guard(t.mutex);
+  Counter& counter = t.counters[op][static_cast<size_t>(kind)];
+  ++counter.calls;
+  counter.nanoseconds += nanoseconds;
+}
+
+std::vector<Entry> snapshot() {
+  std::vector<Entry> entries;
+  {
+    auto& t = table();
+    std::lock_guard<std::mutex> guard(t.mutex);
+    for (const auto& [op, counters] : t.counters) {
+      for (size_t k = 0; k < kKinds; ++k) {
+        if (counters[k].calls > 0) {
+          entries.push_back({c10::toString(op), static_cast<Kind>(k),
+                             counters[k].calls, counters[k].nanoseconds});
+        }
+      }
+    }
+  }
+  // Fallbacks first (what left the device), then what failed, then what ran
+  // on it; the costliest first within each.
+  auto order = [](Kind k) {
+    switch (k) {
+      case Kind::kFallback: return 0;
+      case Kind::kUnsupported: return 1;
+      case Kind::kNative: return 2;
+      case Kind::kComposite: return 3;
+    }
+    return 4;
+  };
+  std::sort(entries.begin(), entries.end(), [&](const Entry& a, const Entry& b) {
+    if (order(a.kind) != order(b.kind)) {
+      return order(a.kind) < order(b.kind);
+    }
+    if (a.nanoseconds != b.nanoseconds) {
+      return a.nanoseconds > b.nanoseconds;
+    }
+    return a.op < b.op;
+  });
+  return entries;
+}
+
+void reset() {
+  auto& t = table();
+  std::lock_guard<std::mutex> guard(t.mutex);
+  t.counters.clear();
+}
+
+void start_recording() {
+  auto& r = recorder();
+  std::lock_guard<std::mutex> guard(r.mutex);
+  if (r.handle != at::INVALID_CALLBACK_HANDLE) {
+    return;
+  }
+  {
+    auto& cache = route_cache();
+    std::lock_guard<std::mutex> cache_guard(cache.mutex);
+    cache.routes.clear();
+  }
+  r.handle = at::addGlobalCallback(
+      at::RecordFunctionCallback(&on_start, &on_end)
+          .needsInputs(true)
+          .scopes({at::RecordScope::FUNCTION}));
+}
+
+void stop_recording() {
+  auto& r = recorder();
+  std::lock_guard<std::mutex> guard(r.mutex);
+  if (r.handle == at::INVALID_CALLBACK_HANDLE) {
+    return;
+  }
+  at::removeCallback(r.handle);
+  r.handle = at::INVALID_CALLBACK_HANDLE;
+}
+
+bool recording() {
+  auto& r = recorder();
+  std::lock_guard<std::mutex> guard(r.mutex);
+  return r.handle != at::INVALID_CALLBACK_HANDLE;
+}
+
+FallbackScope::FallbackScope() : previous_(in_fallback) {
+  in_fallback = true;
+}
+
+FallbackScope::~FallbackScope() {
+  in_fallback = previous_;
+}
+
+}  // namespace torch_infini::ops::coverage
