@@ -223,6 +223,17 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst,
   return dst;
 }
 
+// Tensor.item(), bool(t), int(t): one element to the host, after the current
+// stream's earlier work.
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
+              " elements cannot be converted to Scalar");
+  at::Tensor host = at::empty(
+      self.sizes(), self.options().device(at::kCPU).pinned_memory(false));
+  device_to_host(self, host);
+  return host.item();
+}
+
 at::Tensor _copy_from_and_resize(const at::Tensor& self,
                                  const at::Tensor& dst) {
   dst.resize_(self.sizes());
@@ -234,6 +245,7 @@ at::Tensor _copy_from_and_resize(const at::Tensor& self,
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(_copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(_copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
 }
 
 }  // namespace torch_infini::ops
