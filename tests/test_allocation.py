@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from infini_testing import sample as _sample
+
 DTYPES = [
     torch.float32, torch.float16, torch.bfloat16, torch.float64,
     torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool,
@@ -16,19 +18,6 @@ def _ids(values):
     return [str(v) for v in values]
 
 
-def _sample(shape, dtype) -> torch.Tensor:
-    """Deterministic CPU values of ``dtype`` (distinct where the dtype allows)."""
-    n = 1
-    for s in shape:
-        n *= s
-    base = torch.arange(n, dtype=torch.int64)
-    if dtype == torch.bool:
-        return (base % 3 == 1).reshape(shape)
-    if dtype.is_floating_point:
-        return ((base.to(torch.float64) - n / 2) * 0.25).to(dtype).reshape(shape)
-    info = torch.iinfo(dtype)
-    lo, hi = max(info.min, -50), min(info.max, 77)
-    return (lo + base % (hi - lo + 1)).to(dtype).reshape(shape)
 
 
 def assert_same_metadata(dev: torch.Tensor, cpu: torch.Tensor) -> None:

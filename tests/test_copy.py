@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from infini_testing import sample
+
 DTYPES = [
     torch.float32, torch.float16, torch.bfloat16, torch.float64,
     torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool,
@@ -12,19 +14,6 @@ DTYPES = [
 IDS = [str(d).replace("torch.", "") for d in DTYPES]
 
 
-def sample(shape, dtype) -> torch.Tensor:
-    """Deterministic, mostly distinct CPU values of ``dtype``."""
-    n = 1
-    for s in shape:
-        n *= s
-    base = torch.arange(n, dtype=torch.int64)
-    if dtype == torch.bool:
-        return (base % 3 == 1).reshape(shape)
-    if dtype.is_floating_point:
-        return ((base.to(torch.float64) - n / 2) * 0.25).to(dtype).reshape(shape)
-    info = torch.iinfo(dtype)
-    lo, hi = max(info.min, -50), min(info.max, 77)
-    return (lo + base % (hi - lo + 1)).to(dtype).reshape(shape)
 
 
 def assert_equal(actual: torch.Tensor, expected: torch.Tensor) -> None:

@@ -13,13 +13,11 @@ import pytest
 import torch
 
 import torch_infini
+from infini_testing import hold
 
 N = 1 << 15
 
 
-def hold(stream: torch.Stream, ms: float) -> None:
-    if not torch_infini._C._test_enqueue_delay(stream.stream_id, stream.device_index, float(ms)):
-        pytest.skip("the active provider cannot queue a timed wait on a stream")
 
 
 def values(scale: float = 1.0) -> torch.Tensor:

@@ -13,15 +13,10 @@ import pytest
 import torch
 
 import torch_infini
+from infini_testing import hold
 
 CAPS = torch_infini.diagnostics()["capabilities"]
 ASYNC = CAPS["async_copy"] and CAPS["pinned_memory"]
-
-
-def hold(stream: torch.Stream, ms: float) -> None:
-    """Queue a host-side wait on ``stream``; skip where the provider cannot."""
-    if not torch_infini._C._test_enqueue_delay(stream.stream_id, stream.device_index, ms):
-        pytest.skip("the provider cannot queue host work (no test delay hook)")
 
 
 def test_pin_memory_and_is_pinned():

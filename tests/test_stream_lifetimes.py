@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import torch_infini
+from infini_testing import hold
 
 N = 1 << 18  # 1 MiB of float32
 # An odd large size (41 MiB) that no other test uses: its block is a whole
@@ -23,9 +24,6 @@ N = 1 << 18  # 1 MiB of float32
 BIG = (41 << 20) // 4
 
 
-def hold(stream: torch.Stream, ms: float) -> None:
-    if not torch_infini._C._test_enqueue_delay(stream.stream_id, stream.device_index, float(ms)):
-        pytest.skip("the active provider cannot queue a timed wait on a stream")
 
 
 def values(scale: float = 1.0) -> torch.Tensor:

@@ -14,14 +14,12 @@ import pytest
 import torch
 
 import torch_infini
+from infini_testing import hold
 from conftest import run_python
 
 N = 1 << 14
 
 
-def hold(stream: torch.Stream, ms: float) -> None:
-    if not torch_infini._C._test_enqueue_delay(stream.stream_id, stream.device_index, float(ms)):
-        pytest.skip("the active provider cannot queue a timed wait on a stream")
 
 
 def _run_threads(target, count: int) -> None:
