@@ -15,6 +15,7 @@
 
 #include "core/InfiniFunctions.h"
 #include "ops/common.h"
+#include "ops/fallback.h"
 #include "ops/scalar_cache.h"
 
 namespace torch_infini::ops {
@@ -101,7 +102,18 @@ at::Tensor& add_into(const at::Tensor& self_in, const at::Tensor& other_in,
                         broadcast_arg(other, out.sizes()), arg_of(out),
                         alpha};
   auto& kernels = runtime::kernels();
-  check_supported(kAddOp, kernels.add_unsupported(args));
+  const std::string unsupported = kernels.add_unsupported(args);
+  if (!unsupported.empty()) {
+    // The provider cannot run this call: the opt-in CPU fallback may, as
+    // aten::add.out into the output chosen above; otherwise say why not.
+    static const c10::OperatorHandle add_out_op =
+        c10::Dispatcher::singleton().findSchemaOrThrow("aten::add", "out");
+    torch::jit::Stack stack{self, other, alpha, out};
+    if (!try_cpu_fallback(add_out_op, &stack)) {
+      check_supported(kAddOp, unsupported);
+    }
+    return out;
+  }
   kernels.add(out.device().index(),
               current_native_stream(out.device().index()), args);
   return out;

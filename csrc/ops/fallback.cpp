@@ -207,6 +207,33 @@ uint64_t elapsed_ns(std::chrono::steady_clock::time_point start) {
           .count());
 }
 
+// Runs `op` on the CPU (the fallback is on and allows it: checked by the
+// callers).
+void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& name = op.schema().operator_name();
+  const auto arguments =
+      torch::jit::last(*stack, op.schema().arguments().size());
+  const c10::Device device = target_device(op, arguments);
+
+  if (fallback_policy::first_fallback(name)) {
+    TORCH_WARN("torch_infini: '", name, "' has no infini kernel (provider ",
+               provider_label(),
+               "); running it on the CPU through the opt-in CPU fallback "
+               "(inputs copied to the host, results copied back). Warned "
+               "once per operator; torch_infini.fallback.coverage() counts "
+               "every call.");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  {
+    coverage::FallbackScope scope;
+    c10::DeviceGuard guard(device);
+    // Views were refused above; error_on_views is the backstop.
+    at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+    move_outputs_to(op, stack, device);
+  }
+  coverage::record(name, coverage::Kind::kFallback, elapsed_ns(start));
+}
+
 void infini_fallback(const c10::OperatorHandle& op,
                      torch::jit::Stack* stack) {
   const auto& name = op.schema().operator_name();
@@ -233,28 +260,19 @@ void infini_fallback(const c10::OperatorHandle& op,
            << ", so it does not fall back to the CPU.";
     refuse(op, detail.str());
   }
-  const c10::Device device = target_device(op, arguments);
-
-  if (fallback_policy::first_fallback(name)) {
-    TORCH_WARN("torch_infini: '", name, "' has no infini kernel (provider ",
-               provider_label(),
-               "); running it on the CPU through the opt-in CPU fallback "
-               "(inputs copied to the host, results copied back). Warned "
-               "once per operator; torch_infini.fallback.coverage() counts "
-               "every call.");
-  }
-  const auto start = std::chrono::steady_clock::now();
-  {
-    coverage::FallbackScope scope;
-    c10::DeviceGuard guard(device);
-    // Views were refused above; error_on_views is the backstop.
-    at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
-    move_outputs_to(op, stack, device);
-  }
-  coverage::record(name, coverage::Kind::kFallback, elapsed_ns(start));
+  run_on_cpu(op, stack);
 }
 
 }  // namespace
+
+bool try_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (!fallback_policy::enabled() ||
+      !fallback_policy::list_refusal(op.schema().operator_name()).empty()) {
+    return false;
+  }
+  run_on_cpu(op, stack);
+  return true;
+}
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&infini_fallback>());

@@ -409,3 +409,20 @@ def test_autograd_through_broadcast_add_to_two_leaves():
     (x + y).backward(dev(grad))
     torch.testing.assert_close(x.grad.cpu(), grad, rtol=0, atol=0)
     torch.testing.assert_close(y.grad.cpu(), grad, rtol=0, atol=0)
+
+
+@pytest.mark.skipif(ALPHA_SUPPORTED, reason="the provider computes alpha natively")
+def test_alpha_the_provider_cannot_run_falls_back_when_enabled():
+    """A call the provider cannot run (alpha on InfiniOps without alpha) is an
+    error by default and runs through the opt-in CPU fallback when it is on."""
+    import torch_infini.fallback as fallback
+
+    a, b = sample((4, 5), torch.float32, 1), sample((4, 5), torch.float32, 2)
+    with pytest.raises(NotImplementedError, match="alpha"):
+        torch.add(dev(a), dev(b), alpha=2.5)
+    with fallback.enabled(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_matches(torch.add(dev(a), dev(b), alpha=2.5), torch.add(a, b, alpha=2.5))
+        da = dev(a)
+        da.add_(dev(b), alpha=-0.5)
+        assert_matches(da, a + b * -0.5)

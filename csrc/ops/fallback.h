@@ -1,0 +1,17 @@
+#pragma once
+
+// The opt-in CPU fallback, for native kernels whose provider cannot run a
+// particular call (a dtype, an argument its library lacks): with the fallback
+// on, such a call runs on the CPU like an operator without a kernel.
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+namespace torch_infini::ops {
+
+// Runs `op` with `stack` on the CPU when the opt-in fallback is on and its
+// lists allow `op` (warning once, counted in the coverage report); returns
+// false, leaving `stack` untouched, otherwise.
+bool try_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+}  // namespace torch_infini::ops
