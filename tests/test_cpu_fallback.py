@@ -536,17 +536,27 @@ torch_infini.fallback.is_enabled()
 # --- models -------------------------------------------------------------------------
 
 
+def _partially_native() -> set[str]:
+    """Native operators the provider declares it cannot run for some calls:
+    those calls take the fallback (add with alpha where the provider's
+    support matrix has no alpha)."""
+    add = next(r for r in torch_infini.operator_table() if r["op"] == "aten::add.Tensor")
+    return set() if add["alpha"] else {"aten::add.out"}
+
+
 def check_report() -> None:
     """Every call ran; each operator is reported as what it is: native ones
-    have an infini kernel, fallback ones do not."""
+    have an infini kernel, fallback ones do not (or their provider declares
+    it cannot run that call)."""
     report = fallback.coverage()
     assert report
+    partial = _partially_native()
     for row in report:
         assert row["kind"] in {"native", "composite", "fallback"}, row
         if row["kind"] == "native":
             assert is_native(row["op"]), row
         if row["kind"] == "fallback":
-            assert not is_native(row["op"]), row
+            assert not is_native(row["op"]) or row["op"] in partial, row
     assert any(row["kind"] == "native" for row in report)
 
 
