@@ -5,6 +5,7 @@
 // returns before it runs, exactly as on an accelerator. A HostEvent marks a
 // position in such a queue.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -55,8 +56,10 @@ class HostStream {
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
   std::deque<Task> queue_;
-  uint64_t submitted_ = 0;
-  uint64_t completed_ = 0;
+  // Written under mutex_ (so condition variables see them consistently), read
+  // without it while spinning.
+  std::atomic<uint64_t> submitted_{0};
+  std::atomic<uint64_t> completed_{0};
   // Wake-ups are system calls: signal the worker only when it sleeps, and
   // waiters only when there are any, so a busy queue runs without them.
   bool worker_sleeping_ = false;
