@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/infini/infini_provider.h"
+#include "runtime/infini/operator_cache.h"
 #include "runtime/kernels.h"
 
 // OpenMP, weakly: present when InfiniOps' CPU backend was built with it (and
@@ -94,25 +95,26 @@ iops::Tensor view_of(const TensorArg& t, irt::DataType dtype,
 // active_implementation_indices says "none", and its Call would abort. So:
 // - availability comes from what the build read from libinfiniops' symbols
 //   (TORCH_INFINI_OPS_<OP>_DEVICE_MASK, bit = InfiniRT Device::Type);
-// - operators are called through a pointer to the library's instantiation,
-//   which the compiler cannot replace with an inlined local copy.
+// - operators are made through a pointer to the library's instantiation of
+//   Make, which the compiler cannot replace with an inlined local copy, and
+//   run through their virtual operator(), which lives in the library.
 bool has_implementation(irt::Device::Type type, unsigned long build_mask) {
   return (build_mask >> static_cast<int>(type)) & 1UL;
 }
 
+using AddOperator = iops::Operator<iops::Add>;
 #ifdef TORCH_INFINI_OPS_ADD_HAS_ALPHA
-using AddCall = void (*)(const iops::Handle&, const iops::Config&,
-                         const iops::Tensor&, const iops::Tensor&,
-                         const double&, const iops::Tensor&);
-AddCall volatile add_call =
-    &iops::Operator<iops::Add>::Call<iops::Tensor, iops::Tensor, double,
-                                     iops::Tensor>;
+using AddMake = std::unique_ptr<AddOperator> (*)(
+    const iops::Config&, const iops::Tensor, const iops::Tensor&,
+    const double&, const iops::Tensor&);
+AddMake volatile add_make =
+    &AddOperator::Make<const iops::Tensor&, const double&, const iops::Tensor&>;
 #else
-using AddCall = void (*)(const iops::Handle&, const iops::Config&,
-                         const iops::Tensor&, const iops::Tensor&,
-                         const iops::Tensor&);
-AddCall volatile add_call =
-    &iops::Operator<iops::Add>::Call<iops::Tensor, iops::Tensor, iops::Tensor>;
+using AddMake = std::unique_ptr<AddOperator> (*)(
+    const iops::Config&, const iops::Tensor, const iops::Tensor&,
+    const iops::Tensor&);
+AddMake volatile add_make =
+    &AddOperator::Make<const iops::Tensor&, const iops::Tensor&>;
 #endif
 
 #ifndef TORCH_INFINI_OPS_ADD_DEVICE_MASK
@@ -184,19 +186,34 @@ class InfiniKernels final : public OpKernels {
     const iops::Tensor self = view_of(args.self, dtype, where);
     const iops::Tensor other = view_of(args.other, dtype, where);
     const iops::Tensor out = view_of(args.out, dtype, where);
-    iops::Handle handle;
-    handle.set_stream(stream);
     const SerialOpenMPScope serial(provider_.device_type() ==
                                        irt::Device::Type::kCpu &&
                                    numel_of(args.out) < kSerialBelowElements);
-    // Implementation index 0; InfiniOps caches the operator object per
-    // (shapes, strides, dtype) on each thread.
-    const iops::Config config;
 #ifdef TORCH_INFINI_OPS_ADD_HAS_ALPHA
     const double alpha = args.alpha.toDouble();
-    add_call(handle, config, self, other, alpha, out);
+#endif
+    // Implementation index 0, one operator object per layout and thread.
+    OperatorKey key;
+    key.words.push_back(device);
+    key.words.push_back(static_cast<int64_t>(args.out.dtype));
+    append_layout(key, args.self);
+    append_layout(key, args.other);
+    append_layout(key, args.out);
+    thread_local OperatorCache<AddOperator> cache;
+    AddOperator& op = cache.get(std::move(key), [&] {
+      const iops::Config config;
+#ifdef TORCH_INFINI_OPS_ADD_HAS_ALPHA
+      return add_make(config, self, other, alpha, out);
 #else
-    add_call(handle, config, self, other, out);
+      return add_make(config, self, other, out);
+#endif
+    });
+    op.set_stream(stream);
+    const auto& add = static_cast<const iops::Add&>(op);
+#ifdef TORCH_INFINI_OPS_ADD_HAS_ALPHA
+    add(self, other, alpha, out);
+#else
+    add(self, other, out);
 #endif
   }
 
