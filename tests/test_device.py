@@ -196,3 +196,28 @@ def test_allocation_on_missing_device_raises():
     # The failed allocation left the current device alone.
     assert torch.infini.current_device() == 0
 
+
+
+def test_forked_child_refuses_the_device_instead_of_hanging():
+    """As torch.cuda: a child forked after the runtime started must not use
+    it (its stream workers do not exist there); it raises, naming 'spawn'."""
+    code = r"""
+import os, sys, torch, torch_infini
+x = torch.ones(4).to("infini")
+assert not torch.infini._is_in_bad_fork()
+pid = os.fork()
+if pid == 0:
+    try:
+        assert torch.infini._is_in_bad_fork()
+        torch.ones(2).to("infini")
+    except RuntimeError as e:
+        os._exit(0 if "spawn" in str(e) else 3)
+    os._exit(2)
+_, status = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(status))
+print("parent ok", torch.equal((x + x).cpu(), torch.full((4,), 2.0)))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "child 0" in proc.stdout
+    assert "parent ok True" in proc.stdout

@@ -511,8 +511,8 @@ DeviceCache& cache(c10::DeviceIndex device) {
 }
 
 void delete_block(void* ctx) {
-  if (ctx == nullptr) {
-    return;
+  if (ctx == nullptr || runtime::in_bad_fork()) {
+    return;  // a forked child leaves the parent's blocks alone
   }
   auto* block = static_cast<Block*>(ctx);
   cache(block->device).free(block);

@@ -191,7 +191,7 @@ PinnedHostAllocator& allocator() {
 }
 
 void delete_pinned(void* ctx) {
-  if (ctx != nullptr) {
+  if (ctx != nullptr && !runtime::in_bad_fork()) {
     allocator().free(static_cast<Block*>(ctx));
   }
 }

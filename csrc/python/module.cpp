@@ -127,6 +127,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   register_hooks();
 
   m.def("_infini_stack_compiled", &runtime::infini_stack_compiled);
+  m.def("_is_in_bad_fork", &runtime::in_bad_fork);
   m.def("_provider_info", &provider_info,
         "Provider, backend, selection reason and capabilities.");
   m.def("_op_support", &op_support,

@@ -4,6 +4,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <pthread.h>
+
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -67,22 +70,44 @@ Selection select() {
   return s;
 }
 
+// Set in a child forked after the runtime started: the child has none of the
+// parent's stream workers (or accelerator context), so any use would hang or
+// crash. As torch.cuda does, such a child must not use the device.
+std::atomic<bool> bad_fork{false};
+
+void mark_child_bad() {
+  bad_fork.store(true);
+}
+
 Selection& selection() {
   // Leaked on purpose: stream workers and allocator deleters may still run
   // while the interpreter shuts down, after static destructors would have
   // destroyed a provider with static storage.
-  static Selection& s = *std::make_unique<Selection>(select()).release();
+  static Selection& s = [] () -> Selection& {
+    Selection& made = *std::make_unique<Selection>(select()).release();
+    pthread_atfork(nullptr, nullptr, &mark_child_bad);
+    return made;
+  }();
   return s;
 }
 
 }  // namespace
 
+bool in_bad_fork() {
+  return bad_fork.load(std::memory_order_relaxed);
+}
+
 Provider& provider() {
+  TORCH_CHECK(!in_bad_fork(),
+              "Cannot re-initialize infini in forked subprocess. To use "
+              "infini with multiprocessing, you must use the 'spawn' start "
+              "method");
   return *selection().provider;
 }
 
 OpKernels& kernels() {
   static OpKernels& table = provider().kernels();
+  provider();  // raises in a forked child, as every runtime entry does
   return table;
 }
 

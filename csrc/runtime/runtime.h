@@ -92,8 +92,13 @@ class Provider {
   virtual bool enqueue_delay(int device, StreamHandle stream, double ms) = 0;
 };
 
-// The provider selected for this process (selected on first use).
+// The provider selected for this process (selected on first use). Raises in
+// a child process forked after the runtime started.
 Provider& provider();
+
+// Whether this process was forked after the runtime started (it must not
+// use the device; memory inherited from the parent is left alone).
+bool in_bad_fork();
 
 // Which providers this build can serve ("host" always, "infini" when the
 // Infini stack is compiled in).

@@ -6,6 +6,7 @@ Registered by ``import torch_infini`` as ``torch.infini``.
 from __future__ import annotations
 
 from ._device import (
+    _is_in_bad_fork,
     current_device,
     device,
     device_count,

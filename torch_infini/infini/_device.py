@@ -33,6 +33,12 @@ def init() -> None:
     _C._init()
 
 
+def _is_in_bad_fork() -> bool:
+    r"""Whether this process was forked after the infini runtime started (it
+    then must not use the device; use the 'spawn' start method instead)."""
+    return _C._is_in_bad_fork()
+
+
 def current_device() -> int:
     r"""Return the index of the currently selected device."""
     return _C._current_device()
