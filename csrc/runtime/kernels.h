@@ -41,6 +41,12 @@ struct CopyArgs {
   TensorArg dst;
 };
 
+// Every element of `self` (any strides) = value.
+struct FillArgs {
+  TensorArg self;
+  c10::Scalar value;
+};
+
 // The declared support matrix of one op on one provider backend.
 struct OpSupport {
   std::string op;  // ATen schema name, e.g. "aten::add.Tensor"
@@ -69,6 +75,11 @@ class OpKernels {
   // one dtype go through Provider::memcpy_async instead).
   virtual std::string copy_unsupported(const CopyArgs& args) const = 0;
   virtual void copy(int device, StreamHandle stream, const CopyArgs& args) = 0;
+
+  // Fills on the device. Where a provider has no fill kernel the ops layer
+  // fills through a copy of a host-prepared buffer instead.
+  virtual std::string fill_unsupported(const FillArgs& args) const = 0;
+  virtual void fill(int device, StreamHandle stream, const FillArgs& args) = 0;
 };
 
 // The selected provider's kernels.

@@ -94,6 +94,16 @@ class HostKernels final : public OpKernels {
         /*strided=*/true,
         "ATen CPU kernel on the stream's worker"});
     support_.push_back(OpSupport{
+        "aten::fill_.Scalar (and zero_, fill_.Tensor)",
+        {ScalarType::Float, ScalarType::Half, ScalarType::BFloat16,
+         ScalarType::Double, ScalarType::Char, ScalarType::Short,
+         ScalarType::Int, ScalarType::Long, ScalarType::Byte,
+         ScalarType::Bool},
+        /*alpha=*/false,
+        /*broadcast=*/false,
+        /*strided=*/true,
+        "ATen CPU kernel on the stream's worker"});
+    support_.push_back(OpSupport{
         "aten::copy_ (strided or converting, on device)",
         {ScalarType::Float, ScalarType::Half, ScalarType::BFloat16,
          ScalarType::Double, ScalarType::Char, ScalarType::Short,
@@ -120,6 +130,17 @@ class HostKernels final : public OpKernels {
 
   std::string copy_unsupported(const CopyArgs& /*args*/) const override {
     return {};
+  }
+
+  std::string fill_unsupported(const FillArgs& /*args*/) const override {
+    return {};
+  }
+
+  void fill(int device, StreamHandle stream, const FillArgs& args) override {
+    provider_.stream(device, stream).enqueue([args] {
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
+      alias(args.self).fill_(args.value);
+    });
   }
 
   void copy(int device, StreamHandle stream, const CopyArgs& args) override {

@@ -222,6 +222,14 @@ class InfiniKernels final : public OpKernels {
            "InfiniOps kernel in this build";
   }
 
+  std::string fill_unsupported(const FillArgs& /*args*/) const override {
+    return "InfiniOps has no fill kernel in this build";
+  }
+
+  void fill(int, StreamHandle, const FillArgs&) override {
+    TORCH_CHECK(false, "infini: device fill kernel is not available");
+  }
+
   void copy(int, StreamHandle, const CopyArgs&) override {
     TORCH_CHECK(false, "infini: device copy kernel is not available");
   }
