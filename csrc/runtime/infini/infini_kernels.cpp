@@ -145,6 +145,18 @@ class InfiniKernels final : public OpKernels {
           /*strided=*/true,
           "infini::ops::Add"});
     }
+    // InfiniOps has no fill: the ops layer copies a host-prepared buffer.
+    support_.push_back(OpSupport{
+        "aten::fill_.Scalar (and zero_, fill_.Tensor)",
+        {ScalarType::Float, ScalarType::Half, ScalarType::BFloat16,
+         ScalarType::Double, ScalarType::Char, ScalarType::Short,
+         ScalarType::Int, ScalarType::Long, ScalarType::Byte,
+         ScalarType::Bool},
+        /*alpha=*/false,
+        /*broadcast=*/false,
+        /*strided=*/true,
+        "host-prepared buffer copied with InfiniRT Memcpy (no InfiniOps "
+        "fill)"});
   }
 
   const std::vector<OpSupport>& support() const override { return support_; }
