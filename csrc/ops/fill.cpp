@@ -1,6 +1,7 @@
 // fill_ and zero_ on the infini device: torch.zeros/ones/full and
 // nn.Module buffers reach these.
 
+#include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
@@ -12,10 +13,11 @@ namespace torch_infini::ops {
 namespace {
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
-  // Checked now, on the calling thread, exactly as the CPU checks it (a
-  // value that overflows the dtype raises), not later on a stream.
-  at::empty({}, self.options().device(at::kCPU).pinned_memory(false))
-      .fill_(value);
+  // Checked now, on the calling thread, with the conversion the CPU kernel
+  // uses (a value that overflows the dtype raises), not later on a stream.
+  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool,
+                             self.scalar_type(), "fill_",
+                             [&] { (void)value.to<scalar_t>(); });
   if (self.numel() == 0) {
     return self;
   }

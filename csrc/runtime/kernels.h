@@ -47,6 +47,20 @@ struct FillArgs {
   c10::Scalar value;
 };
 
+// The dtypes elementwise kernels of both providers cover: PyTorch's floating
+// types and the integer types InfiniOps has (bool only where asked for).
+inline std::vector<c10::ScalarType> numeric_dtypes(bool with_bool) {
+  using c10::ScalarType;
+  std::vector<ScalarType> dtypes = {
+      ScalarType::Float, ScalarType::Half, ScalarType::BFloat16,
+      ScalarType::Double, ScalarType::Char, ScalarType::Short,
+      ScalarType::Int, ScalarType::Long, ScalarType::Byte};
+  if (with_bool) {
+    dtypes.push_back(ScalarType::Bool);
+  }
+  return dtypes;
+}
+
 // The declared support matrix of one op on one provider backend.
 struct OpSupport {
   std::string op;  // ATen schema name, e.g. "aten::add.Tensor"

@@ -83,32 +83,23 @@ bool add_small_dense(const AddArgs& args) {
 class HostKernels final : public OpKernels {
  public:
   explicit HostKernels(HostProvider& provider) : provider_(provider) {
-    using c10::ScalarType;
     support_.push_back(OpSupport{
         "aten::add.Tensor",
-        {ScalarType::Float, ScalarType::Half, ScalarType::BFloat16,
-         ScalarType::Double, ScalarType::Char, ScalarType::Short,
-         ScalarType::Int, ScalarType::Long, ScalarType::Byte},
+        numeric_dtypes(/*with_bool=*/false),
         /*alpha=*/true,
         /*broadcast=*/true,
         /*strided=*/true,
         "ATen CPU kernel on the stream's worker"});
     support_.push_back(OpSupport{
         "aten::fill_.Scalar (and zero_, fill_.Tensor)",
-        {ScalarType::Float, ScalarType::Half, ScalarType::BFloat16,
-         ScalarType::Double, ScalarType::Char, ScalarType::Short,
-         ScalarType::Int, ScalarType::Long, ScalarType::Byte,
-         ScalarType::Bool},
+        numeric_dtypes(/*with_bool=*/true),
         /*alpha=*/false,
         /*broadcast=*/false,
         /*strided=*/true,
         "ATen CPU kernel on the stream's worker"});
     support_.push_back(OpSupport{
         "aten::copy_ (strided or converting, on device)",
-        {ScalarType::Float, ScalarType::Half, ScalarType::BFloat16,
-         ScalarType::Double, ScalarType::Char, ScalarType::Short,
-         ScalarType::Int, ScalarType::Long, ScalarType::Byte,
-         ScalarType::Bool},
+        numeric_dtypes(/*with_bool=*/true),
         /*alpha=*/false,
         /*broadcast=*/true,
         /*strided=*/true,

@@ -124,7 +124,6 @@ AddMake volatile add_make =
 class InfiniKernels final : public OpKernels {
  public:
   explicit InfiniKernels(InfiniProvider& provider) : provider_(provider) {
-    using c10::ScalarType;
     // InfiniOps' elementwise kernels cover its AllTypes (floating and integer
     // types); whether Add has an implementation on the selected backend is
     // asked of InfiniOps itself.
@@ -133,9 +132,7 @@ class InfiniKernels final : public OpKernels {
     if (add_has_impl_) {
       support_.push_back(OpSupport{
           "aten::add.Tensor",
-          {ScalarType::Float, ScalarType::Half, ScalarType::BFloat16,
-           ScalarType::Double, ScalarType::Char, ScalarType::Short,
-           ScalarType::Int, ScalarType::Long, ScalarType::Byte},
+          numeric_dtypes(/*with_bool=*/false),
 #ifdef TORCH_INFINI_OPS_ADD_HAS_ALPHA
           /*alpha=*/true,
 #else
@@ -148,10 +145,7 @@ class InfiniKernels final : public OpKernels {
     // InfiniOps has no fill: the ops layer copies a host-prepared buffer.
     support_.push_back(OpSupport{
         "aten::fill_.Scalar (and zero_, fill_.Tensor)",
-        {ScalarType::Float, ScalarType::Half, ScalarType::BFloat16,
-         ScalarType::Double, ScalarType::Char, ScalarType::Short,
-         ScalarType::Int, ScalarType::Long, ScalarType::Byte,
-         ScalarType::Bool},
+        numeric_dtypes(/*with_bool=*/true),
         /*alpha=*/false,
         /*broadcast=*/false,
         /*strided=*/true,
