@@ -4,6 +4,8 @@
 // providers ("what the device can do"): one argument record and one entry per
 // op family, plus the declared support matrix of each op.
 
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
 #include <c10/core/Scalar.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/SmallVector.h>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/aten_ops.h"
 #include "runtime/runtime.h"
 
 namespace torch_infini::runtime {
@@ -47,6 +50,20 @@ struct FillArgs {
   c10::Scalar value;
 };
 
+// One call of an ATen operator on device tensors, ready to run (the generic
+// entry serving the families of runtime/aten_ops.h). The ops layer has
+// checked it and allocated and shaped its outputs: `op` is an out= or
+// in-place overload writing into them, or a functional overload whose
+// results the provider copies into `results_into`. Tensors in `args` are
+// device tensors, except CPU 0-dim tensors that stand for scalars (private
+// copies, so a later write to the user's tensor does not reach queued work).
+struct AtenCall {
+  c10::OperatorHandle op;
+  torch::jit::Stack args;
+  c10::SmallVector<at::Tensor, 3> results_into;
+  const AtenOpFamily* family = nullptr;
+};
+
 // The dtypes elementwise kernels of both providers cover: PyTorch's floating
 // types and the integer types InfiniOps has (bool only where asked for).
 inline std::vector<c10::ScalarType> numeric_dtypes(bool with_bool) {
@@ -71,6 +88,12 @@ struct OpSupport {
   std::string kernel;      // what runs it, e.g. "infini::ops::Add"
 };
 
+// The support row of an ATen op family (op: "<family>: aten::mm, ...", one
+// name per operator whatever its overloads) for the `dtypes` a provider runs.
+OpSupport family_support(const AtenOpFamily& family,
+                         std::vector<c10::ScalarType> dtypes,
+                         std::string kernel);
+
 class OpKernels {
  public:
   virtual ~OpKernels() = default;
@@ -94,6 +117,10 @@ class OpKernels {
   // fills through a copy of a host-prepared buffer instead.
   virtual std::string fill_unsupported(const FillArgs& args) const = 0;
   virtual void fill(int device, StreamHandle stream, const FillArgs& args) = 0;
+
+  // The ATen operator families of runtime/aten_ops.h.
+  virtual std::string aten_unsupported(const AtenCall& call) const = 0;
+  virtual void aten(int device, StreamHandle stream, AtenCall call) = 0;
 };
 
 // The selected provider's kernels.

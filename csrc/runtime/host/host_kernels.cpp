@@ -19,6 +19,31 @@ at::Tensor alias(const TensorArg& t) {
                        at::TensorOptions().dtype(t.dtype).device(at::kCPU));
 }
 
+// The CPU view of one argument of an ATen call: device tensors become
+// aliases of their memory (made now, read only on the worker); everything
+// else, CPU 0-dim scalars included, is passed as is.
+c10::IValue alias_value(const c10::IValue& value) {
+  const auto alias_tensor = [](const at::Tensor& t) {
+    if (!t.defined() || t.device().is_cpu()) {
+      return t;
+    }
+    return at::from_blob(t.numel() == 0 ? nullptr : t.data_ptr(), t.sizes(),
+                         t.strides(), t.options().device(at::kCPU));
+  };
+  if (value.isTensor()) {
+    return alias_tensor(value.toTensor());
+  }
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> list;
+    list.reserve(value.toTensorList().size());
+    for (const at::Tensor& t : value.toTensorList()) {
+      list.push_back(alias_tensor(t));
+    }
+    return list;
+  }
+  return value;
+}
+
 bool contiguous(const TensorArg& t) {
   int64_t expected = 1;
   for (int64_t i = static_cast<int64_t>(t.sizes.size()) - 1; i >= 0; --i) {
@@ -104,9 +129,41 @@ class HostKernels final : public OpKernels {
         /*broadcast=*/true,
         /*strided=*/true,
         "ATen CPU kernel on the stream's worker"});
+    for (const auto& family : aten_op_families()) {
+      support_.push_back(family_support(
+          family, family.dtypes, "ATen CPU kernels on the stream's worker"));
+    }
   }
 
   const std::vector<OpSupport>& support() const override { return support_; }
+
+  std::string aten_unsupported(const AtenCall& /*call*/) const override {
+    return {};  // ATen's CPU kernels run every call the ops layer accepts
+  }
+
+  void aten(int device, StreamHandle stream, AtenCall call) override {
+    torch::jit::Stack args;
+    args.reserve(call.args.size());
+    for (const c10::IValue& value : call.args) {
+      args.push_back(alias_value(value));
+    }
+    std::vector<at::Tensor> results_into;
+    for (const at::Tensor& t : call.results_into) {
+      results_into.push_back(alias_value(t).toTensor());
+    }
+    provider_.stream(device, stream)
+        .enqueue([op = call.op, args = std::move(args),
+                  results_into = std::move(results_into)]() mutable {
+          at::AutoDispatchBelowADInplaceOrView below_autograd;
+          op.callBoxed(args);
+          // A functional overload leaves its results on the stack.
+          for (size_t i = 0; i < results_into.size(); ++i) {
+            if (results_into[i].defined()) {
+              results_into[i].copy_(args[i].toTensor());
+            }
+          }
+        });
+  }
 
   std::string add_unsupported(const AddArgs& args) const override {
     const auto& dtypes = support_.front().dtypes;

@@ -232,6 +232,18 @@ class InfiniKernels final : public OpKernels {
     return "InfiniOps has no fill kernel in this build";
   }
 
+  std::string aten_unsupported(const AtenCall& /*call*/) const override {
+    return "no InfiniOps kernel serves it in this build (`python -m "
+           "torch_infini --ops` lists what does); turn on the CPU fallback "
+           "(torch_infini.fallback.enable()) or use the host runtime "
+           "(TORCH_INFINI_PROVIDER=host)";
+  }
+
+  void aten(int, StreamHandle, AtenCall call) override {
+    TORCH_CHECK(false, "infini: no InfiniOps kernel for ",
+                call.op.operator_name());
+  }
+
   void fill(int, StreamHandle, const FillArgs&) override {
     TORCH_CHECK(false, "infini: device fill kernel is not available");
   }

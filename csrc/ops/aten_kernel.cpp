@@ -1,0 +1,350 @@
+// One boxed kernel for the ATen operator families of runtime/aten_ops.h
+// (matmul, elementwise, softmax, normalization, reductions, indexing, loss).
+//
+// PyTorch semantics are settled here, on the calling thread, the same way
+// for every operator: tensors must be on one infini device (CPU 0-dim
+// tensors stand for scalars, as on CUDA); the call is first run on meta
+// tensors of the same sizes, strides and dtypes, which raises CPU's own
+// errors for bad shapes and arguments and gives the output's shape, strides
+// and dtype exactly as CPU would (type promotion included); outputs are then
+// allocated (functional), or resized as CPU would (out=); and the provider
+// gets an out= or in-place overload to enqueue on the current stream.
+
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+#include "core/InfiniFunctions.h"
+#include "ops/common.h"
+#include "ops/fallback.h"
+#include "runtime/aten_ops.h"
+
+namespace torch_infini::ops {
+namespace {
+
+bool writes(const c10::Argument& arg) {
+  return arg.alias_info() != nullptr && arg.alias_info()->isWrite();
+}
+
+// How one registered overload is run.
+struct Plan {
+  std::string name;  // "aten::mul.out"
+  const runtime::AtenOpFamily* family = nullptr;
+  std::vector<size_t> written;  // arguments it writes (self_, out=)
+  // For a functional overload: its out= twin, which the provider runs into
+  // the outputs allocated here; without one, the functional overload runs
+  // and its results are copied into them.
+  std::optional<c10::OperatorHandle> out_twin;
+};
+
+// The out= overload of `functional`'s operator whose arguments are
+// functional's followed by the outputs.
+std::optional<c10::OperatorHandle> find_out_twin(
+    const c10::FunctionSchema& functional) {
+  const auto& args = functional.arguments();
+  for (const auto& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (name.name != functional.name() ||
+        name.overload_name == functional.overload_name()) {
+      continue;
+    }
+    const auto handle = c10::Dispatcher::singleton().findOp(name);
+    if (!handle || !handle->hasSchema()) {
+      continue;
+    }
+    const auto& candidate = handle->schema().arguments();
+    const size_t outs = functional.returns().size();
+    if (candidate.size() != args.size() + outs) {
+      continue;
+    }
+    bool same = true;
+    for (size_t i = 0; i < args.size() && same; ++i) {
+      same = candidate[i].name() == args[i].name() && !writes(candidate[i]) &&
+          *candidate[i].type() == *args[i].type();
+    }
+    for (size_t i = args.size(); i < candidate.size() && same; ++i) {
+      same = writes(candidate[i]) && candidate[i].kwarg_only();
+    }
+    // Only a twin with its own CPU kernel: a composite out= overload would
+    // run the functional one and copy anyway (and cannot take undefined
+    // outputs).
+    if (same && handle->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
+      return handle;
+    }
+  }
+  return std::nullopt;
+}
+
+Plan make_plan(const c10::OperatorHandle& op) {
+  Plan plan;
+  const auto& schema = op.schema();
+  plan.name = c10::toString(op.operator_name());
+  plan.family = runtime::aten_op_family(plan.name);
+  TORCH_INTERNAL_ASSERT(plan.family != nullptr, plan.name,
+                        " is registered but in no op family");
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    if (writes(schema.arguments()[i])) {
+      plan.written.push_back(i);
+    }
+  }
+  // CPU out= kernels that resize their output to hold an intermediate
+  // cannot write into device memory; their functional overloads run instead.
+  static const std::set<std::string> resize_their_output = {
+      "aten::mse_loss"};
+  if (plan.written.empty() && !resize_their_output.count(plan.name)) {
+    plan.out_twin = find_out_twin(schema);
+  }
+  return plan;
+}
+
+// Plans are made once per overload, on its first call; the dispatcher's
+// handles are stable, so they key the cache.
+const Plan& plan_of(const c10::OperatorHandle& op) {
+  static std::mutex mutex;
+  static std::unordered_map<c10::OperatorName, std::unique_ptr<Plan>> plans;
+  std::lock_guard<std::mutex> lock(mutex);  // held for a lookup, never a call
+  auto& slot = plans[op.operator_name()];
+  if (!slot) {
+    slot = std::make_unique<Plan>(make_plan(op));
+  }
+  return *slot;
+}
+
+template <typename F>
+void for_each_tensor(c10::ArrayRef<c10::IValue> args, F&& f) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].isTensor()) {
+      f(args[i].toTensor(), i);
+    } else if (args[i].isTensorList()) {
+      for (const at::Tensor& t : args[i].toTensorList()) {
+        f(t, i);
+      }
+    }
+  }
+}
+
+// The infini device of the call; every tensor must be on it, except CPU
+// 0-dim tensors (scalars).
+c10::Device call_device(const Plan& plan, const c10::FunctionSchema& schema,
+                        c10::ArrayRef<c10::IValue> args) {
+  std::optional<c10::Device> device;
+  for_each_tensor(args, [&](const at::Tensor& t, size_t) {
+    if (t.defined() && t.device().type() == kInfini && !device) {
+      device = t.device();
+    }
+  });
+  TORCH_CHECK(device.has_value(), plan.name, ": no infini tensor among its "
+              "arguments");
+  for_each_tensor(args, [&](const at::Tensor& t, size_t i) {
+    if (!t.defined() || t.device() == *device ||
+        (t.device().is_cpu() && t.dim() == 0)) {
+      return;
+    }
+    TORCH_CHECK(false, plan.name, ": expected all tensors on the same "
+                "infini device (", *device, "), but argument '", schema.arguments()[i].name(), "' is on ",
+                t.device(), "; move it with .to('", device->str(),
+                "') first");
+  });
+  return *device;
+}
+
+void check_dtype(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
+  std::optional<c10::ScalarType> dtype;
+  for_each_tensor(args, [&](const at::Tensor& t, size_t) {
+    if (!dtype && t.defined() && t.device().type() == kInfini) {
+      dtype = t.scalar_type();
+    }
+  });
+  const auto& dtypes = plan.family->dtypes;
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      !dtype ||
+          std::find(dtypes.begin(), dtypes.end(), *dtype) != dtypes.end(),
+      plan.name, " on infini (", provider_label(), "): dtype ",
+      runtime::dtype_list({*dtype}),
+      " is not supported (supported: ", runtime::dtype_list(dtypes),
+      "); convert with .to(dtype) first");
+}
+
+// Meta tensors standing for the call's device tensors: same sizes, strides
+// and dtype; one meta tensor per distinct device tensor, so an in-place
+// argument that is also an input stays one tensor.
+class MetaArgs {
+ public:
+  c10::IValue convert(const c10::IValue& value) {
+    if (value.isTensor()) {
+      return meta_of(value.toTensor());
+    }
+    if (value.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : value.toTensorList()) {
+        list.push_back(meta_of(t));
+      }
+      return list;
+    }
+    return value;
+  }
+
+  const at::Tensor& meta_of(const at::Tensor& t) {
+    if (!t.defined() || t.device().type() != kInfini) {
+      return t;
+    }
+    auto& slot = metas_[t.unsafeGetTensorImpl()];
+    if (!slot.defined()) {
+      slot = at::empty_strided(t.sizes(), t.strides(),
+                               t.options().device(at::kMeta));
+    }
+    return slot;
+  }
+
+ private:
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> metas_;
+};
+
+// A private copy of a CPU scalar tensor, keeping its wrapped-number flag
+// (which type promotion reads).
+at::Tensor snapshot_scalar(const at::Tensor& t) {
+  at::Tensor copy = t.clone();
+  copy.unsafeGetTensorImpl()->set_wrapped_number(
+      t.unsafeGetTensorImpl()->is_wrapped_number());
+  return copy;
+}
+
+c10::IValue snapshot_cpu_scalars(const c10::IValue& value) {
+  if (value.isTensor() && value.toTensor().defined() &&
+      value.toTensor().device().is_cpu()) {
+    return snapshot_scalar(value.toTensor());
+  }
+  return value;
+}
+
+// out= resized as CPU resizes it (the meta run applied CPU's rule to a meta
+// twin of `out`, warning where CPU warns).
+void match_layout(at::Tensor& out, const at::Tensor& meta) {
+  if (out.sizes() != meta.sizes()) {
+    out.resize_(meta.sizes());
+  }
+  if (out.strides() != meta.strides()) {
+    out.as_strided_(meta.sizes(), meta.strides());
+  }
+}
+
+void check_overlaps(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
+  for (size_t w : plan.written) {
+    const at::Tensor& out = args[w].toTensor();
+    at::assert_no_internal_overlap(out);
+    for_each_tensor(args, [&](const at::Tensor& t, size_t i) {
+      if (i != w && t.defined() && t.device() == out.device() &&
+          !t.is_same(out)) {
+        at::assert_no_partial_overlap(out, t);
+      }
+    });
+  }
+}
+
+void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
+                 torch::jit::Stack* stack) {
+  const Plan& plan = plan_of(op);
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  const auto args = torch::jit::last(*stack, nargs);
+  const c10::Device device = call_device(plan, schema, args);
+  check_dtype(plan, args);
+  c10::DeviceGuard guard(device);
+
+  // CPU's checks and output metadata, from a run on meta tensors.
+  MetaArgs metas;
+  torch::jit::Stack meta_stack;
+  meta_stack.reserve(nargs);
+  for (const auto& value : args) {
+    meta_stack.push_back(metas.convert(value));
+  }
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    op.callBoxed(meta_stack);
+  }
+
+  runtime::AtenCall call{op, {}, {}, plan.family};
+  call.args.reserve(nargs + schema.returns().size());
+  for (const auto& value : args) {
+    call.args.push_back(snapshot_cpu_scalars(value));
+  }
+  std::vector<at::Tensor> outputs;
+  if (plan.written.empty()) {
+    for (const auto& result : meta_stack) {
+      TORCH_INTERNAL_ASSERT(result.isTensor(), plan.name,
+                            ": only tensor results are supported");
+      const at::Tensor& meta = result.toTensor();
+      outputs.push_back(
+          meta.defined()
+              ? at::empty_strided(meta.sizes(), meta.strides(),
+                                  meta.options().device(device))
+              : at::Tensor());
+    }
+    if (plan.out_twin) {
+      call.op = *plan.out_twin;
+      for (const auto& out : outputs) {
+        call.args.push_back(out);
+      }
+    } else {
+      call.results_into.assign(outputs.begin(), outputs.end());
+    }
+  } else {
+    for (size_t w : plan.written) {
+      at::Tensor out = args[w].toTensor();
+      match_layout(out, metas.meta_of(out));
+      outputs.push_back(out);
+    }
+    check_overlaps(plan, args);
+  }
+
+  const bool empty = std::all_of(outputs.begin(), outputs.end(),
+                                 [](const at::Tensor& t) {
+                                   return !t.defined() || t.numel() == 0;
+                                 });
+  if (!empty) {
+    auto& kernels = runtime::kernels();
+    const std::string unsupported = kernels.aten_unsupported(call);
+    if (!unsupported.empty()) {
+      // The opt-in CPU fallback may run the call as the user made it.
+      if (try_cpu_fallback(op, stack)) {
+        return;
+      }
+      check_supported(plan.name.c_str(), unsupported);
+    }
+    kernels.aten(device.index(), current_native_stream(device.index()),
+                 std::move(call));
+  }
+
+  torch::jit::drop(*stack, nargs);
+  if (plan.written.empty()) {
+    for (auto& out : outputs) {
+      stack->push_back(std::move(out));
+    }
+  } else if (!schema.returns().empty()) {
+    TORCH_INTERNAL_ASSERT(schema.returns().size() == outputs.size(),
+                          plan.name, ": unexpected returns");
+    for (auto& out : outputs) {
+      stack->push_back(std::move(out));
+    }
+  }
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const auto& family : runtime::aten_op_families()) {
+    for (const auto& overload : family.overloads) {
+      const std::string name = overload.substr(overload.find("::") + 2);
+      m.impl(name.c_str(),
+             torch::CppFunction::makeFromBoxedFunction<&aten_kernel>());
+    }
+  }
+}
+
+}  // namespace torch_infini::ops
