@@ -30,3 +30,72 @@ def sample(shape, dtype: torch.dtype) -> torch.Tensor:
     info = torch.iinfo(dtype)
     lo, hi = max(info.min, -50), min(info.max, 77)
     return (lo + base % (hi - lo + 1)).to(dtype).reshape(shape)
+
+
+DEV = torch.device("infini:0")
+FLOATS = [torch.float32, torch.float16, torch.bfloat16]
+FLOAT_IDS = ["float32", "float16", "bfloat16"]
+
+
+def on_host() -> bool:
+    """Whether the built-in host runtime serves the device (its kernels are
+    ATen's CPU kernels: results equal CPU's)."""
+    return torch_infini.diagnostics()["provider"] == "host"
+
+
+def to_device(value):
+    """``value`` (tensors inside lists and tuples too) on infini, strides kept."""
+    if isinstance(value, torch.Tensor):
+        return value.to(DEV) if value.device.type == "cpu" else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(v) for v in value)
+    return value
+
+
+def _tolerance(dtype: torch.dtype) -> dict:
+    if on_host():
+        return {}  # torch.testing's defaults; in practice bit-identical
+    # InfiniOps accumulates and rounds its own way (1 ulp in float16).
+    return {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float16: dict(rtol=2e-3, atol=1e-3),
+            torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2)}.get(dtype, {})
+
+
+def _significant_strides(t: torch.Tensor) -> list[tuple[int, int]]:
+    return [(d, s) for d, (n, s) in enumerate(zip(t.shape, t.stride())) if n > 1]
+
+
+def assert_same(got, want, **tol) -> None:
+    """``got`` (from infini) equals ``want`` (from CPU): values, dtype, shape and
+    the strides CPU chose; recursing into tuples and lists."""
+    if isinstance(want, torch.Tensor):
+        assert isinstance(got, torch.Tensor) and got.device.type == "infini", got
+        assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
+        assert _significant_strides(got) == _significant_strides(want), (got.stride(), want.stride())
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True, **(tol or _tolerance(want.dtype)))
+    elif isinstance(want, (list, tuple)):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert_same(g, w, **tol)
+    else:
+        assert got == want
+
+
+def unserved_skips(fn):
+    """Run ``fn()``; where the provider has no kernel for an operator it
+    raises NotImplementedError naming it (the Infini stack without that
+    InfiniOps kernel): the test is skipped with that message."""
+    try:
+        return fn()
+    except NotImplementedError as e:
+        if on_host() or "InfiniOps" not in str(e):
+            raise
+        pytest.skip(str(e).splitlines()[0])
+
+
+def matches_cpu(fn, *args, **tol):
+    """``fn(*args)`` on infini (tensor arguments copied there, strides kept)
+    equals ``fn(*args)`` on the CPU; returns the infini result."""
+    want = fn(*args)
+    got = unserved_skips(lambda: fn(*to_device(args)))
+    assert_same(got, want, **tol)
+    return got

@@ -11,6 +11,7 @@
 // gets an out= or in-place overload to enqueue on the current stream.
 
 #include <ATen/MemoryOverlap.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty_strided.h>
@@ -157,9 +158,18 @@ c10::Device call_device(const Plan& plan, const c10::FunctionSchema& schema,
 void check_dtype(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
   std::optional<c10::ScalarType> dtype;
   for_each_tensor(args, [&](const at::Tensor& t, size_t) {
-    if (!dtype && t.defined() && t.device().type() == kInfini) {
+    if (!t.defined() || t.device().type() != kInfini) {
+      return;
+    }
+    if (!dtype) {
       dtype = t.scalar_type();
     }
+    // Checked here: Python's meta functions for matmul do not, and CPU
+    // would raise only later, on the stream.
+    TORCH_CHECK(!plan.family->same_dtype || t.scalar_type() == *dtype,
+                plan.name, ": expected all operands to have the same dtype, "
+                "but got ", runtime::dtype_list({*dtype}), " and ",
+                runtime::dtype_list({t.scalar_type()}));
   });
   const auto& dtypes = plan.family->dtypes;
   TORCH_CHECK_NOT_IMPLEMENTED(
@@ -223,14 +233,46 @@ c10::IValue snapshot_cpu_scalars(const c10::IValue& value) {
   return value;
 }
 
-// out= resized as CPU resizes it (the meta run applied CPU's rule to a meta
-// twin of `out`, warning where CPU warns).
-void match_layout(at::Tensor& out, const at::Tensor& meta) {
-  if (out.sizes() != meta.sizes()) {
-    out.resize_(meta.sizes());
+// The layout CPU's TensorIterator gives an elementwise result over `args`'
+// device tensors (a transposed input gives a transposed result). Python's
+// meta functions, which the meta run reaches, do not always follow it.
+std::optional<std::vector<int64_t>> elementwise_strides(
+    c10::ArrayRef<c10::IValue> args, const std::vector<size_t>& outputs,
+    at::IntArrayRef sizes) {
+  // One dtype for all: only the layout is wanted.
+  std::vector<at::Tensor> inputs;
+  for_each_tensor(args, [&](const at::Tensor& t, size_t i) {
+    if (t.defined() && t.device().type() == kInfini &&
+        std::find(outputs.begin(), outputs.end(), i) == outputs.end()) {
+      inputs.push_back(at::empty_strided(
+          t.sizes(), t.strides(),
+          at::TensorOptions().device(at::kMeta).dtype(at::kFloat)));
+    }
+  });
+  if (inputs.empty()) {
+    return std::nullopt;
   }
-  if (out.strides() != meta.strides()) {
-    out.as_strided_(meta.sizes(), meta.strides());
+  at::Tensor out;
+  at::TensorIteratorConfig config;
+  config.add_output(out).check_all_same_dtype(false);
+  for (const at::Tensor& t : inputs) {
+    config.add_const_input(t);
+  }
+  auto iter = config.build();
+  if (iter.output().sizes() != sizes) {
+    return std::nullopt;
+  }
+  return iter.output().strides().vec();
+}
+
+// `out` given `sizes` and `strides` the way CPU resizes an out= argument.
+void match_layout(at::Tensor& out, at::IntArrayRef sizes,
+                  at::IntArrayRef strides) {
+  if (out.sizes() != sizes) {
+    out.resize_(sizes);
+  }
+  if (out.strides() != strides) {
+    out.as_strided_(sizes, strides);
   }
 }
 
@@ -275,6 +317,13 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
     call.args.push_back(snapshot_cpu_scalars(value));
   }
   std::vector<at::Tensor> outputs;
+  const auto layout = [&](const at::Tensor& meta) {
+    std::optional<std::vector<int64_t>> strides;
+    if (plan.family->elementwise) {
+      strides = elementwise_strides(args, plan.written, meta.sizes());
+    }
+    return strides ? *strides : meta.strides().vec();
+  };
   if (plan.written.empty()) {
     for (const auto& result : meta_stack) {
       TORCH_INTERNAL_ASSERT(result.isTensor(), plan.name,
@@ -282,7 +331,7 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
       const at::Tensor& meta = result.toTensor();
       outputs.push_back(
           meta.defined()
-              ? at::empty_strided(meta.sizes(), meta.strides(),
+              ? at::empty_strided(meta.sizes(), layout(meta),
                                   meta.options().device(device))
               : at::Tensor());
     }
@@ -296,8 +345,16 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
     }
   } else {
     for (size_t w : plan.written) {
+      // The meta run resized a meta twin of `out` as CPU would (warning
+      // where CPU warns); a resized elementwise result takes its inputs'
+      // layout, as on the CPU.
       at::Tensor out = args[w].toTensor();
-      match_layout(out, metas.meta_of(out));
+      const at::Tensor& meta = metas.meta_of(out);
+      if (out.sizes() != meta.sizes()) {
+        match_layout(out, meta.sizes(), layout(meta));
+      } else {
+        match_layout(out, meta.sizes(), meta.strides());
+      }
       outputs.push_back(out);
     }
     check_overlaps(plan, args);

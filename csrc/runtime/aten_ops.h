@@ -17,6 +17,11 @@ struct AtenOpFamily {
   std::string family;                  // e.g. "matmul"
   std::vector<std::string> overloads;  // "aten::mm", "aten::mm.out", ...
   std::vector<c10::ScalarType> dtypes;  // of the call's first tensor
+  // Elementwise over broadcast inputs (a TensorIterator op on the CPU), so
+  // results take the layout of the inputs.
+  bool elementwise = false;
+  // Every tensor argument must have one dtype (CPU's matmul rule).
+  bool same_dtype = false;
   // Overloads of the family with a kernel of their own in ops/ (their
   // output's shape depends on the data), which build their calls themselves.
   std::vector<std::string> custom = {};
