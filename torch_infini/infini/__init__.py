@@ -19,6 +19,7 @@ from ._device import (
     set_device,
     synchronize,
 )
+from .amp import get_amp_supported_dtype
 from .memory import (
     empty_cache,
     max_memory_allocated,
@@ -34,7 +35,7 @@ from .memory import (
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
 )
-from . import random
+from . import amp, random
 from .random import (
     get_rng_state,
     get_rng_state_all,
@@ -60,6 +61,7 @@ __all__ = [
     "Event",
     "Stream",
     "StreamContext",
+    "amp",
     "current_device",
     "current_stream",
     "default_generators",
@@ -69,6 +71,7 @@ __all__ = [
     "device_of",
     "empty_cache",
     "get_device_name",
+    "get_amp_supported_dtype",
     "get_device_properties",
     "get_rng_state",
     "get_rng_state_all",
