@@ -27,7 +27,7 @@ METADATA_NAME = "_build_info.json"
 
 def sources(stack):
     files = []
-    for pattern in ("csrc/core/*.cpp", "csrc/ops/*.cpp", "csrc/python/*.cpp",
+    for pattern in ("csrc/amp/*.cpp", "csrc/core/*.cpp", "csrc/ops/*.cpp", "csrc/python/*.cpp",
                     "csrc/runtime/*.cpp", "csrc/runtime/host/*.cpp"):
         files += sorted(glob.glob(pattern, root_dir=ROOT))
     if stack is not None:

@@ -99,3 +99,16 @@ def matches_cpu(fn, *args, **tol):
     got = unserved_skips(lambda: fn(*to_device(args)))
     assert_same(got, want, **tol)
     return got
+
+
+def needs_kernels(*ops: str) -> None:
+    """Skip unless every operator has an infini kernel, or the opt-in CPU
+    fallback is on (``TORCH_INFINI_CPU_FALLBACK=1``).
+
+    For tests whose subject is native here (random draws, autocast casts) but
+    whose arithmetic runs on operators another piece of work makes native
+    (``mul``, ``mm``, ``softmax``, ...): they run through the fallback until
+    then, and natively after, without changing the test."""
+    missing = [op for op in ops if not torch._C._dispatch_has_kernel_for_dispatch_key(op, "PrivateUse1")]
+    if missing and not torch_infini.fallback.is_enabled():
+        pytest.skip(f"needs infini kernels for {', '.join(missing)} (or TORCH_INFINI_CPU_FALLBACK=1)")

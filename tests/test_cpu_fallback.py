@@ -276,15 +276,14 @@ def test_native_views_are_not_affected(on):
     assert_matches(d.diagonal().contiguous(), x.diagonal().contiguous())
 
 
+# Random operators without an infini kernel (uniform_, normal_, bernoulli_,
+# randperm, multinomial, native_dropout, ... have one: tests/ops/test_random.py).
 @pytest.mark.parametrize("call,op", [
-    (lambda: torch.randn(3, device=DEV), "aten::normal_"),
-    (lambda: torch.rand(3, device=DEV), "aten::uniform_"),
-    (lambda: torch.rand_like(torch.ones(3).to(DEV)), "aten::uniform_"),
-    (lambda: torch.ones(3).to(DEV).bernoulli_(0.5), "aten::bernoulli_.float"),
-    (lambda: nn.functional.dropout(torch.ones(3).to(DEV), 0.5, training=True), "aten::native_dropout"),
-    (lambda: torch.multinomial(torch.ones(3).to(DEV), 2), "aten::multinomial"),
-    (lambda: torch.ones(3).to(DEV).exponential_(), "aten::exponential_"),
-    (lambda: torch.randperm(4, device=DEV), "aten::randperm.generator_out"),
+    (lambda: torch.poisson(torch.ones(3).to(DEV)), "aten::poisson"),
+    (lambda: torch.binomial(torch.ones(3).to(DEV), torch.full((3,), 0.5).to(DEV)), "aten::binomial"),
+    (lambda: torch._standard_gamma(torch.ones(3).to(DEV)), "aten::_standard_gamma"),
+    (lambda: torch._sample_dirichlet(torch.ones(3).to(DEV)), "aten::_sample_dirichlet"),
+    (lambda: nn.functional.rrelu(torch.ones(3).to(DEV), training=True), "aten::rrelu_with_noise"),
 ])
 def test_random_operators_keep_raising(on, call, op):
     needs_fallback(op)

@@ -22,7 +22,7 @@ PROFILE = ROOT / "tests" / "conformance" / "api_profile.json"
 CLASSES = ("required", "planned", "excluded", "unclassified")
 
 # A small profile: a few symbols of each status; everything else unclassified.
-# `manual_seed` is required although torch.infini lacks it: a gap, reported
+# `caching_allocator_alloc` is required although torch.infini lacks it: a gap, reported
 # and never fatal.
 SMALL_PROFILE = {
     "schema_version": 1,
@@ -31,7 +31,7 @@ SMALL_PROFILE = {
     "symbols": {
         "current_stream": {"status": "required", "contracts": ["test_contract_streams.py::test_set_stream_selects_and_none_is_noop"]},
         "Event": {"status": "required", "contracts": ["test_contract_events.py::test_event_wait_orders_another_stream"]},
-        "manual_seed": {"status": "required", "contracts": ["test_rng.py::test_manual_seed"]},
+        "caching_allocator_alloc": {"status": "required", "contracts": ["test_memory.py::test_caching_allocator_alloc"]},
         "get_rng_state": {"status": "planned", "reason": "RNG: issue Randomness"},
         "nvtx": {"status": "excluded", "reason": "CUDA-specific: NVTX"},
         "CUDAGraph": {"status": "excluded", "reason": "CUDA-specific: graphs"},
@@ -85,7 +85,7 @@ def test_small_profile_writes_both_reports_with_every_class(reports):
         assert data["counts"][cls] == len(data["symbols"][cls])
     assert sum(data["counts"][c] for c in CLASSES) == data["counts"]["reference_symbols"]
     names = {c: {r["name"] for r in data["symbols"][c]} for c in CLASSES}
-    assert names["required"] == {"current_stream", "Event", "manual_seed"}
+    assert names["required"] == {"current_stream", "Event", "caching_allocator_alloc"}
     assert names["planned"] == {"get_rng_state"}
     assert names["excluded"] == {"nvtx", "CUDAGraph"}
     assert "memory_allocated" in names["unclassified"]
@@ -100,8 +100,8 @@ def test_report_records_presence_kind_and_signature(reports):
     assert rows["current_stream"]["signature"] == "compatible"
     assert rows["Event"]["kind"] == "class"
     assert rows["nvtx"]["kind"] == "module"
-    assert rows["manual_seed"]["target_present"] is False
-    assert rows["manual_seed"]["target_kind"] == "absent"
+    assert rows["caching_allocator_alloc"]["target_present"] is False
+    assert rows["caching_allocator_alloc"]["target_kind"] == "absent"
     assert rows["get_rng_state"]["reason"] == "RNG: issue Randomness"
     assert rows["memory_allocated"]["target_present"] is True
     assert {r["signature"] for r in rows.values()} <= {"compatible", "incompatible", "unknown", "n/a"}
@@ -110,9 +110,9 @@ def test_report_records_presence_kind_and_signature(reports):
 def test_gaps_never_fail_the_command(reports):
     data, md = _loaded(reports["small"])
     gaps = {g["name"]: g["issues"] for g in data["required_gaps"]}
-    assert "manual_seed" in gaps
-    assert any("absent" in issue for issue in gaps["manual_seed"])
-    assert "manual_seed" in md
+    assert "caching_allocator_alloc" in gaps
+    assert any("absent" in issue for issue in gaps["caching_allocator_alloc"])
+    assert "caching_allocator_alloc" in md
 
 
 def test_markdown_is_readable_on_its_own(reports):

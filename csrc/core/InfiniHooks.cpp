@@ -7,6 +7,7 @@
 
 #include "core/InfiniAllocator.h"
 #include "core/InfiniFunctions.h"
+#include "core/InfiniGenerator.h"
 #include "core/InfiniHooks.h"
 
 namespace torch_infini {
@@ -54,19 +55,13 @@ struct InfiniHooks final : public at::PrivateUse1HooksInterface {
   }
 
   const at::Generator& getDefaultGenerator(
-      c10::DeviceIndex /*device_index*/) const override {
-    TORCH_CHECK_NOT_IMPLEMENTED(
-        false,
-        "infini: random number generators are not implemented yet; create "
-        "random tensors on the CPU and copy them to the infini device");
+      c10::DeviceIndex device_index) const override {
+    return default_generator(device_index);
   }
 
   at::Generator getNewGenerator(
-      c10::DeviceIndex /*device_index*/) const override {
-    TORCH_CHECK_NOT_IMPLEMENTED(
-        false,
-        "infini: torch.Generator('infini') is not implemented yet; use a CPU "
-        "generator and copy the result to the infini device");
+      c10::DeviceIndex device_index) const override {
+    return new_generator(device_index);
   }
 
   bool isPinnedPtr(const void* data) const override {

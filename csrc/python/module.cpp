@@ -3,10 +3,12 @@
 
 #include <c10/core/Stream.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
 #include "core/InfiniAllocator.h"
 #include "core/InfiniFunctions.h"
+#include "core/InfiniGenerator.h"
 #include "core/InfiniHooks.h"
 #include "core/InfiniStream.h"
 #include "ops/fallback_policy.h"
@@ -173,6 +175,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     const auto device = resolve_device(static_cast<c10::DeviceIndex>(d));
     py::gil_scoped_release no_gil;
     runtime::provider().device_synchronize(device);
+  });
+
+  // The default generator of a device as a torch.Generator (Python keeps
+  // one object per device, see torch_infini/infini/random.py).
+  m.def("_default_generator", [](int64_t d) {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
+        default_generator(static_cast<c10::DeviceIndex>(d))));
   });
 
   m.def("_current_stream", [](int64_t d) {

@@ -19,6 +19,7 @@ from ._device import (
     set_device,
     synchronize,
 )
+from .amp import get_amp_supported_dtype
 from .memory import (
     empty_cache,
     max_memory_allocated,
@@ -34,6 +35,18 @@ from .memory import (
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
 )
+from . import amp, random
+from .random import (
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
 from .streams import (
     Event,
     Stream,
@@ -48,18 +61,26 @@ __all__ = [
     "Event",
     "Stream",
     "StreamContext",
+    "amp",
     "current_device",
     "current_stream",
+    "default_generators",
     "default_stream",
     "device",
     "device_count",
     "device_of",
     "empty_cache",
     "get_device_name",
+    "get_amp_supported_dtype",
     "get_device_properties",
+    "get_rng_state",
+    "get_rng_state_all",
     "init",
+    "initial_seed",
     "is_available",
     "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
     "max_memory_allocated",
     "max_memory_reserved",
     "mem_get_info",
@@ -68,12 +89,27 @@ __all__ = [
     "memory_stats",
     "memory_stats_as_nested_dict",
     "memory_summary",
+    "random",
     "reset_accumulated_memory_stats",
     "reset_max_memory_allocated",
     "reset_peak_memory_stats",
+    "seed",
+    "seed_all",
     "set_device",
     "set_per_process_memory_fraction",
+    "set_rng_state",
+    "set_rng_state_all",
     "set_stream",
     "stream",
     "synchronize",
 ]
+
+
+def __getattr__(name: str):
+    # torch.cuda.default_generators, made on first access: building it counts
+    # devices, which selects the runtime provider (not done at import).
+    if name == "default_generators":
+        from .random import _default_generators
+
+        return _default_generators()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
