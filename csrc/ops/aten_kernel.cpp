@@ -278,6 +278,9 @@ void match_layout(at::Tensor& out, at::IntArrayRef sizes,
 
 void check_overlaps(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
   for (size_t w : plan.written) {
+    if (!args[w].isTensor()) {
+      continue;
+    }
     const at::Tensor& out = args[w].toTensor();
     at::assert_no_internal_overlap(out);
     for_each_tensor(args, [&](const at::Tensor& t, size_t i) {
@@ -345,6 +348,12 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
     }
   } else {
     for (size_t w : plan.written) {
+      if (args[w].isTensorList()) {  // written in place, never resized
+        for (const at::Tensor& t : args[w].toTensorList()) {
+          outputs.push_back(t);
+        }
+        continue;
+      }
       // The meta run resized a meta twin of `out` as CPU would (warning
       // where CPU warns); a resized elementwise result takes its inputs'
       // layout, as on the CPU.
@@ -378,17 +387,22 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
                  std::move(call));
   }
 
-  torch::jit::drop(*stack, nargs);
+  // Functional: the new outputs. In-place and out=: the written arguments
+  // the schema returns (the first ones; _amp_update_scale_ writes two and
+  // returns one).
+  std::vector<c10::IValue> returns;
   if (plan.written.empty()) {
-    for (auto& out : outputs) {
-      stack->push_back(std::move(out));
-    }
-  } else if (!schema.returns().empty()) {
-    TORCH_INTERNAL_ASSERT(schema.returns().size() == outputs.size(),
+    returns.assign(outputs.begin(), outputs.end());
+  } else {
+    TORCH_INTERNAL_ASSERT(schema.returns().size() <= plan.written.size(),
                           plan.name, ": unexpected returns");
-    for (auto& out : outputs) {
-      stack->push_back(std::move(out));
+    for (size_t i = 0; i < schema.returns().size(); ++i) {
+      returns.push_back(args[plan.written[i]]);
     }
+  }
+  torch::jit::drop(*stack, nargs);
+  for (auto& value : returns) {
+    stack->push_back(std::move(value));
   }
 }
 
