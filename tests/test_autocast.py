@@ -77,7 +77,7 @@ CASES = {
     # fp32_set_opt_dtype
     "softmax": (lambda h: torch.softmax(t(4, 3, dtype=h), 1), "fp32", ["aten::_softmax"]),
     "log_softmax": (lambda h: torch.log_softmax(t(4, 3, dtype=h), 1), "fp32", ["aten::_log_softmax"]),
-    "sum": (lambda h: torch.sum(t(4, 3, dtype=h)), "fp32", ["aten::sum"]),
+    "sum": (lambda h: torch.sum(t(4, 3, dtype=h)), "fp32", ["aten::sum.dim_IntList"]),
     "sum_dim": (lambda h: torch.sum(t(4, 3, dtype=h), 1), "fp32", ["aten::sum.dim_IntList"]),
     "cumsum": (lambda h: torch.cumsum(t(4, 3, dtype=h), 1), "fp32", None),
     "prod": (lambda h: torch.prod(t(4, dtype=h)), "fp32", None),
@@ -133,7 +133,7 @@ def test_binary_cross_entropy_is_refused_under_autocast():
 
 
 def test_explicit_dtype_is_kept():
-    needs_kernels("aten::sum")
+    needs_kernels("aten::sum.dim_IntList")
     with torch.autocast("infini", dtype=torch.float16):
         assert torch.sum(t(4, dtype=torch.float16), dtype=torch.float64).dtype == torch.float64
 
