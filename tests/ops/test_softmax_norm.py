@@ -1,0 +1,74 @@
+"""softmax, log_softmax, layer_norm and rms_norm on infini against CPU
+PyTorch, forward and backward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from infini_testing import DEV, FLOAT_IDS, FLOATS, matches_cpu, sample, unserved_skips, assert_same
+
+
+def values(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g) * 2).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
+@pytest.mark.parametrize("dim", [-1, 0, 1])
+def test_softmax_and_log_softmax(dtype, dim):
+    x = values(3, 5, 7, dtype=dtype)
+    matches_cpu(lambda x: torch.softmax(x, dim), x)
+    matches_cpu(lambda x: torch.log_softmax(x, dim), x)
+    matches_cpu(lambda x: torch.softmax(x.transpose(0, 2), dim), x)  # strided input
+
+
+def test_softmax_with_a_causal_mask_and_dtype_argument():
+    scores = values(2, 4, 6, 6)
+    mask = torch.full((6, 6), float("-inf")).triu(1)
+    matches_cpu(lambda s, m: torch.softmax(s + m, dim=-1), scores, mask)
+    matches_cpu(lambda s: torch.softmax(s.half(), dim=-1, dtype=torch.float32), scores)
+    matches_cpu(lambda s: torch.softmax(s[:, :, :0], dim=-1), scores)  # empty
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
+def test_layer_norm(dtype):
+    x, w, b = values(4, 6, 8, dtype=dtype), values(8, dtype=dtype, seed=1), values(8, dtype=dtype, seed=2)
+    matches_cpu(lambda x: F.layer_norm(x, (8,)), x)
+    matches_cpu(lambda x, w, b: F.layer_norm(x, (8,), w, b, eps=1e-3), x, w, b)
+    matches_cpu(lambda x: F.layer_norm(x, (6, 8)), x)
+    matches_cpu(lambda x: F.layer_norm(x.transpose(0, 1), (8,)), x)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
+def test_rms_norm(dtype):
+    x, w = values(4, 6, 8, dtype=dtype), values(8, dtype=dtype, seed=1)
+    matches_cpu(lambda x, w: F.rms_norm(x, (8,), w, eps=1e-6), x, w)
+    matches_cpu(lambda x: F.rms_norm(x, (8,)), x)
+
+
+def grads(fn, *inputs):
+    leaves = [t.detach().requires_grad_() for t in inputs]
+    out = fn(*leaves)
+    out.backward(torch.linspace(-1, 1, out.numel()).reshape(out.shape).to(out.device))
+    return [out.detach()] + [t.grad for t in leaves]
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "layer_norm", "rms_norm"])
+def test_backward(name):
+    fns = {
+        "softmax": lambda x, w: torch.softmax(x * w, -1),
+        "log_softmax": lambda x, w: torch.log_softmax(x * w, -1),
+        "layer_norm": lambda x, w: F.layer_norm(x, (8,), w),
+        "rms_norm": lambda x, w: F.rms_norm(x, (8,), w),
+    }
+    x, w = values(3, 8), values(8, seed=1)
+    want = grads(fns[name], x, w)
+    got = unserved_skips(lambda: grads(fns[name], x.to(DEV), w.to(DEV)))
+    assert_same(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_unsupported_dtype_names_the_operator_and_dtype():
+    with pytest.raises(NotImplementedError, match=r"aten::_softmax.*dtype int64 is not supported"):
+        torch.softmax(sample((2, 3), torch.int64).to(DEV), -1, dtype=None)
