@@ -108,3 +108,29 @@ def test_parameter_data_assignment_across_devices():
     torch.testing.assert_close(param.detach().cpu(), torch.arange(2.0), rtol=0, atol=0)
     assert torch._has_compatible_shallow_copy_type(torch.ones(1), torch.ones(1).to("infini"))
     assert torch._has_compatible_shallow_copy_type(torch.ones(1).to("infini"), torch.ones(1))
+
+
+def _families() -> list[dict]:
+    return torch_infini._C._aten_op_families()
+
+
+def test_every_family_overload_has_an_infini_kernel():
+    for family in _families():
+        for name in family["overloads"] + family["custom"]:
+            if name.endswith(".out") and name in family["custom"]:
+                continue
+            assert torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1"), name
+
+
+def test_no_composite_implicit_overload_is_overridden():
+    """A PrivateUse1 kernel on a CompositeImplicitAutograd overload would
+    bypass the autograd formula of its decomposition."""
+    for family in _families():
+        for name in family["overloads"] + family["custom"]:
+            assert not torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd"), name
+
+
+def test_operator_table_lists_every_family():
+    ops = " ".join(row["op"] for row in torch_infini.operator_table())
+    for family in _families():
+        assert family["family"] + ":" in ops

@@ -13,6 +13,7 @@
 #include "core/InfiniStream.h"
 #include "ops/fallback_policy.h"
 #include "ops/op_coverage.h"
+#include "runtime/aten_ops.h"
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
 #include "runtime/selection.h"
@@ -136,6 +137,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "The support matrix of every operator the provider runs.");
 
   // The opt-in CPU fallback and the coverage record (torch_infini.fallback).
+  m.def("_aten_op_families", [] {
+    py::list out;
+    for (const auto& family : runtime::aten_op_families()) {
+      py::dict row;
+      row["family"] = family.family;
+      row["overloads"] = family.overloads;
+      row["custom"] = family.custom;
+      out.append(row);
+    }
+    return out;
+  }, "The ATen operator families served through the generic kernel entry.");
   m.def("_fallback_enabled", &ops::fallback_policy::enabled);
   m.def("_fallback_set_enabled", &ops::fallback_policy::set_enabled);
   m.def("_fallback_set_allow", &ops::fallback_policy::set_allow_list);
