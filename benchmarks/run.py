@@ -438,6 +438,43 @@ def mlp_case() -> Case:
                 note="ref CPU forward", group="mlp")
 
 
+def decoder_case() -> Case:
+    def setup() -> Bundle:
+        import copy as _copy
+
+        from models import DecoderBlock
+
+        torch.default_generator.manual_seed(0)  # CPU only: the model is built on the CPU
+        cpu_block = DecoderBlock().eval()
+        x = torch.randn(4, 32, 64)
+        block = _copy.deepcopy(cpu_block).to(DEV)
+        xd = x.to(DEV)
+        with torch.no_grad():
+            block(xd)  # NotImplementedError here -> skipped with the reason
+        sync()
+
+        def infini(n: int) -> None:
+            with torch.no_grad():
+                for _ in range(n):
+                    block(xd)
+                sync()
+
+        def reference(n: int) -> None:
+            with torch.no_grad():
+                for _ in range(n):
+                    cpu_block(x)
+
+        def check() -> Optional[str]:
+            with torch.no_grad():
+                got, want = block(xd).cpu(), cpu_block(x)
+            return None if torch.allclose(got, want, rtol=1e-4, atol=1e-5) else "decoder output differs from CPU"
+
+        return Bundle(infini, reference, check)
+
+    return Case("decoder/llama-block/d64-h4/b4s32", "cpu", "forward (no_grad) + synchronize", setup,
+                note="ref CPU forward", group="mlp")
+
+
 def all_cases(quick: bool) -> list[Case]:
     add_sizes = [1, KiB, MiB] if quick else [1, KiB, MiB, 16 * MiB]
     copy_sizes = [4 * KiB, MiB, 16 * MiB] if quick else [4 * KiB, 64 * KiB, MiB, 16 * MiB, 256 * MiB]
@@ -449,7 +486,7 @@ def all_cases(quick: bool) -> list[Case]:
             cases += [copy_case(direction, kind, n) for n in copy_sizes]
     cases += [overlap_case(kind, overlap_bytes) for kind in ("pageable", "pinned")]
     cases += [alloc_case(n) for n in (KiB, MiB, 64 * MiB)]
-    cases += [event_case(), wait_stream_case(), mlp_case()]
+    cases += [event_case(), wait_stream_case(), mlp_case(), decoder_case()]
     return cases
 
 

@@ -292,6 +292,160 @@ void check_overlaps(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
   }
 }
 
+// The metadata of one output: a functional result, or an out=/in-place
+// argument after CPU's resizing.
+struct Layout {
+  bool defined = false;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+};
+
+// Runs the call on meta tensors: CPU's checks (raising its errors) and the
+// outputs' metadata as CPU computes it.
+std::vector<Layout> run_on_meta(const Plan& plan, const c10::OperatorHandle& op,
+                                c10::ArrayRef<c10::IValue> args) {
+  MetaArgs metas;
+  torch::jit::Stack meta_stack;
+  meta_stack.reserve(args.size());
+  for (const auto& value : args) {
+    meta_stack.push_back(metas.convert(value));
+  }
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    op.callBoxed(meta_stack);
+  }
+  const auto layout_of = [&](const at::Tensor& meta, bool resized) {
+    Layout layout;
+    layout.defined = meta.defined();
+    if (!layout.defined) {
+      return layout;
+    }
+    layout.sizes = meta.sizes().vec();
+    layout.dtype = meta.scalar_type();
+    std::optional<std::vector<int64_t>> strides;
+    if (plan.family->elementwise && resized) {
+      strides = elementwise_strides(args, plan.written, meta.sizes());
+    }
+    layout.strides = strides ? *strides : meta.strides().vec();
+    return layout;
+  };
+  std::vector<Layout> layouts;
+  if (plan.written.empty()) {
+    for (const auto& result : meta_stack) {
+      TORCH_INTERNAL_ASSERT(result.isTensor(), plan.name,
+                            ": only tensor results are supported");
+      layouts.push_back(layout_of(result.toTensor(), /*resized=*/true));
+    }
+    return layouts;
+  }
+  for (size_t w : plan.written) {
+    if (!args[w].isTensor()) {
+      layouts.emplace_back();  // a tensor list, written in place
+      continue;
+    }
+    // The meta run resized a meta twin of `out` as CPU would (warning where
+    // CPU warns); a resized elementwise result takes its inputs' layout.
+    const at::Tensor& out = args[w].toTensor();
+    const at::Tensor& meta = metas.meta_of(out);
+    layouts.push_back(layout_of(meta, out.sizes() != meta.sizes()));
+  }
+  return layouts;
+}
+
+// What a meta run depends on: every argument's metadata and value, tensors
+// by sizes, strides and dtype (a CPU scalar by dtype alone). False where an
+// argument is of a kind not keyed (the call then always runs on meta).
+bool append_key(std::string& key, const c10::IValue& value) {
+  const auto bytes = [&](const void* p, size_t n) {
+    key.append(static_cast<const char*>(p), n);
+  };
+  const auto tensor = [&](const at::Tensor& t) {
+    key.push_back(!t.defined() ? 'u' : t.device().is_cpu() ? 'c' : 't');
+    if (!t.defined()) {
+      return;
+    }
+    const auto dtype = t.scalar_type();
+    bytes(&dtype, sizeof(dtype));
+    if (t.device().is_cpu()) {
+      key.push_back(t.unsafeGetTensorImpl()->is_wrapped_number() ? 'w' : 'n');
+      return;
+    }
+    const int64_t dim = t.dim();
+    bytes(&dim, sizeof(dim));
+    bytes(t.sizes().data(), dim * sizeof(int64_t));
+    bytes(t.strides().data(), dim * sizeof(int64_t));
+  };
+  if (value.isTensor()) {
+    tensor(value.toTensor());
+  } else if (value.isTensorList()) {
+    key.push_back('L');
+    for (const at::Tensor& t : value.toTensorList()) {
+      tensor(t);
+    }
+    key.push_back(';');
+  } else if (value.isNone()) {
+    key.push_back('N');
+  } else if (value.isInt()) {
+    key.push_back('i');
+    const int64_t v = value.toInt();
+    bytes(&v, sizeof(v));
+  } else if (value.isDouble()) {
+    key.push_back('d');
+    const double v = value.toDouble();
+    bytes(&v, sizeof(v));
+  } else if (value.isBool()) {
+    key.push_back(value.toBool() ? 'B' : 'b');
+  } else if (value.isIntList()) {
+    key.push_back('I');
+    for (const int64_t v : value.toIntList()) {
+      bytes(&v, sizeof(v));
+    }
+    key.push_back(';');
+  } else if (value.isString()) {
+    key.push_back('s');
+    key += value.toStringRef();
+    key.push_back(';');
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Output metadata of a call, from its meta run or, when the same call
+// (same operator, argument metadata and values) ran before on this thread,
+// from a cache: Python's meta functions cost far more than the launch.
+// (A copy is returned: a nested call on this thread may grow the cache.)
+std::vector<Layout> output_layouts(const Plan& plan,
+                                   const c10::OperatorHandle& op,
+                                   c10::ArrayRef<c10::IValue> args) {
+  constexpr size_t kMaxEntries = 4096;
+  thread_local std::unordered_map<std::string, std::vector<Layout>> cache;
+  std::string key;
+  key.reserve(256);
+  const Plan* plan_address = &plan;
+  key.append(reinterpret_cast<const char*>(&plan_address), sizeof(plan_address));
+  bool keyed = true;
+  for (const auto& value : args) {
+    keyed = keyed && append_key(key, value);
+  }
+  if (keyed) {
+    const auto it = cache.find(key);
+    if (it != cache.end()) {
+      return it->second;
+    }
+  }
+  std::vector<Layout> layouts = run_on_meta(plan, op, args);
+  if (!keyed) {
+    return layouts;
+  }
+  if (cache.size() >= kMaxEntries) {
+    cache.clear();
+  }
+  cache.emplace(std::move(key), layouts);
+  return layouts;
+}
+
 void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
                  torch::jit::Stack* stack) {
   const Plan& plan = plan_of(op);
@@ -302,17 +456,7 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
   check_dtype(plan, args);
   c10::DeviceGuard guard(device);
 
-  // CPU's checks and output metadata, from a run on meta tensors.
-  MetaArgs metas;
-  torch::jit::Stack meta_stack;
-  meta_stack.reserve(nargs);
-  for (const auto& value : args) {
-    meta_stack.push_back(metas.convert(value));
-  }
-  {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    op.callBoxed(meta_stack);
-  }
+  const std::vector<Layout> layouts = output_layouts(plan, op, args);
 
   runtime::AtenCall call{op, {}, {}, plan.family};
   call.args.reserve(nargs + schema.returns().size());
@@ -320,22 +464,14 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
     call.args.push_back(snapshot_cpu_scalars(value));
   }
   std::vector<at::Tensor> outputs;
-  const auto layout = [&](const at::Tensor& meta) {
-    std::optional<std::vector<int64_t>> strides;
-    if (plan.family->elementwise) {
-      strides = elementwise_strides(args, plan.written, meta.sizes());
-    }
-    return strides ? *strides : meta.strides().vec();
-  };
   if (plan.written.empty()) {
-    for (const auto& result : meta_stack) {
-      TORCH_INTERNAL_ASSERT(result.isTensor(), plan.name,
-                            ": only tensor results are supported");
-      const at::Tensor& meta = result.toTensor();
+    for (const Layout& layout : layouts) {
       outputs.push_back(
-          meta.defined()
-              ? at::empty_strided(meta.sizes(), layout(meta),
-                                  meta.options().device(device))
+          layout.defined
+              ? at::empty_strided(layout.sizes, layout.strides,
+                                  at::TensorOptions()
+                                      .dtype(layout.dtype)
+                                      .device(device))
               : at::Tensor());
     }
     if (plan.out_twin) {
@@ -347,23 +483,16 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
       call.results_into.assign(outputs.begin(), outputs.end());
     }
   } else {
-    for (size_t w : plan.written) {
-      if (args[w].isTensorList()) {  // written in place, never resized
-        for (const at::Tensor& t : args[w].toTensorList()) {
+    for (size_t i = 0; i < plan.written.size(); ++i) {
+      const c10::IValue& written = args[plan.written[i]];
+      if (written.isTensorList()) {  // written in place, never resized
+        for (const at::Tensor& t : written.toTensorList()) {
           outputs.push_back(t);
         }
         continue;
       }
-      // The meta run resized a meta twin of `out` as CPU would (warning
-      // where CPU warns); a resized elementwise result takes its inputs'
-      // layout, as on the CPU.
-      at::Tensor out = args[w].toTensor();
-      const at::Tensor& meta = metas.meta_of(out);
-      if (out.sizes() != meta.sizes()) {
-        match_layout(out, meta.sizes(), layout(meta));
-      } else {
-        match_layout(out, meta.sizes(), meta.strides());
-      }
+      at::Tensor out = written.toTensor();
+      match_layout(out, layouts[i].sizes, layouts[i].strides);
       outputs.push_back(out);
     }
     check_overlaps(plan, args);
