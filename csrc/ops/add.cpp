@@ -14,6 +14,7 @@
 #include <torch/library.h>
 
 #include "core/InfiniFunctions.h"
+#include "ops/aten_kernel.h"
 #include "ops/common.h"
 #include "ops/fallback.h"
 #include "ops/scalar_cache.h"
@@ -23,20 +24,31 @@ namespace {
 
 constexpr const char* kAddOp = "aten::add.Tensor";
 
+bool is_cpu_scalar(const at::Tensor& t) {
+  return t.device().is_cpu() && t.dim() == 0;
+}
+
 // A CPU 0-dim operand (a Python number, or torch.tensor(2.)) becomes a cached
 // one-element device tensor of the other operand's dtype.
 at::Tensor to_device_operand(const at::Tensor& t, const at::Tensor& peer) {
   if (t.device().type() == kInfini || peer.device().type() != kInfini ||
-      t.dim() != 0 || !t.device().is_cpu()) {
+      !is_cpu_scalar(t)) {
     return t;
   }
-  TORCH_CHECK(!(c10::isFloatingType(t.scalar_type()) &&
-                c10::isIntegralType(peer.scalar_type(), true)),
-              kAddOp, " on infini: adding the floating-point scalar ",
-              t.item().toDouble(), " to a ", peer.scalar_type(),
-              " tensor needs type promotion, which infini does not do; "
-              "convert the tensor with .to(torch.float32) first");
   return device_scalar(t.item(), peer.scalar_type(), peer.device());
+}
+
+// Whether CPU would compute in a dtype other than the operands' own: two
+// dtypes, or a floating-point scalar with an integer tensor. Such calls go
+// to the op-family kernel, which promotes as CPU does.
+bool needs_promotion(const at::Tensor& self, const at::Tensor& other) {
+  if (is_cpu_scalar(self) != is_cpu_scalar(other)) {
+    const at::Tensor& scalar = is_cpu_scalar(self) ? self : other;
+    const at::Tensor& tensor = is_cpu_scalar(self) ? other : self;
+    return c10::isFloatingType(scalar.scalar_type()) &&
+        c10::isIntegralType(tensor.scalar_type(), true);
+  }
+  return self.scalar_type() != other.scalar_type();
 }
 
 // Output shape, strides, resizing and overlap checks exactly as on the CPU.
@@ -56,6 +68,15 @@ void build_output(const at::Tensor& self, const at::Tensor& other,
   }
 }
 
+// The call as the op-family kernel runs it (see needs_promotion).
+at::Tensor promoted(const char* name, const char* overload,
+                    torch::jit::Stack stack) {
+  const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+  run_family_kernel(op, &stack);
+  return stack.back().toTensor();
+}
+
 at::Tensor& add_into(const at::Tensor& self_in, const at::Tensor& other_in,
                      const at::Scalar& alpha, at::Tensor& out,
                      bool has_out) {
@@ -67,19 +88,10 @@ at::Tensor& add_into(const at::Tensor& self_in, const at::Tensor& other_in,
               self.device(), " and ", other.device(),
               "; move them with .to('infini') first");
   check_same_infini_device(kAddOp, self, other);
-  TORCH_CHECK(self.scalar_type() == other.scalar_type(), kAddOp,
-              " on infini: mixed dtypes ", self.scalar_type(), " and ",
-              other.scalar_type(),
-              " are not supported (no type promotion); convert one operand "
-              "with .to(dtype) first");
   if (has_out) {
     TORCH_CHECK(out.device() == self.device(), kAddOp,
                 ": out= tensor is on ", out.device(), " but the operands are on ",
                 self.device());
-    TORCH_CHECK(out.scalar_type() == self.scalar_type(), kAddOp,
-                " on infini: out= dtype ", out.scalar_type(),
-                " differs from the operands' dtype ", self.scalar_type(),
-                " (no type promotion)");
   }
   const bool integral = c10::isIntegralType(self.scalar_type(), true);
   TORCH_CHECK(!(integral && alpha.isFloatingPoint()),
@@ -121,17 +133,29 @@ at::Tensor& add_into(const at::Tensor& self_in, const at::Tensor& other_in,
 
 at::Tensor add(const at::Tensor& self, const at::Tensor& other,
                const at::Scalar& alpha) {
+  if (needs_promotion(self, other)) {
+    return promoted("aten::add", "Tensor", {self, other, alpha});
+  }
   at::Tensor out;
   return add_into(self, other, alpha, out, /*has_out=*/false);
 }
 
 at::Tensor& add_(at::Tensor& self, const at::Tensor& other,
                  const at::Scalar& alpha) {
+  if (needs_promotion(self, other)) {
+    promoted("aten::add_", "Tensor", {self, other, alpha});
+    return self;
+  }
   return add_into(self, other, alpha, self, /*has_out=*/true);
 }
 
 at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other,
                     const at::Scalar& alpha, at::Tensor& out) {
+  if (needs_promotion(self, other) ||
+      out.scalar_type() != (is_cpu_scalar(self) ? other : self).scalar_type()) {
+    promoted("aten::add", "out", {self, other, alpha, out});
+    return out;
+  }
   return add_into(self, other, alpha, out, /*has_out=*/true);
 }
 

@@ -23,6 +23,7 @@
 #include <unordered_map>
 
 #include "core/InfiniFunctions.h"
+#include "ops/aten_kernel.h"
 #include "ops/common.h"
 #include "ops/fallback.h"
 #include "runtime/aten_ops.h"
@@ -536,6 +537,11 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
 }
 
 }  // namespace
+
+void run_family_kernel(const c10::OperatorHandle& op,
+                       torch::jit::Stack* stack) {
+  aten_kernel(op, c10::DispatchKeySet(), stack);
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const auto& family : runtime::aten_op_families()) {

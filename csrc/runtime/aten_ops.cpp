@@ -35,7 +35,10 @@ std::vector<AtenOpFamily> build() {
         "aten::pow_.Scalar", "aten::pow.Tensor_Tensor",
         "aten::pow.Tensor_Tensor_out", "aten::pow_.Tensor", "aten::maximum",
         "aten::maximum.out", "aten::minimum", "aten::minimum.out"},
-       numeric_dtypes(/*with_bool=*/true), /*elementwise=*/true},
+       numeric_dtypes(/*with_bool=*/true), /*elementwise=*/true,
+       /*same_dtype=*/false,
+       // ops/add.cpp's own kernels hand over calls that need promotion.
+       {"aten::add.Tensor", "aten::add_.Tensor", "aten::add.out"}},
       {"comparison and logic",
        {"aten::eq.Tensor", "aten::eq.Scalar", "aten::eq.Tensor_out",
         "aten::eq.Scalar_out", "aten::ne.Tensor", "aten::ne.Scalar",

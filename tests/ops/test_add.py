@@ -188,11 +188,16 @@ def test_add_out_resizes_like_cpu(start_shape, transposed):
     assert [str(w.message) for w in dev_warn] == [str(w.message) for w in cpu_warn]
 
 
-def test_add_out_dtype_mismatch_raises():
-    a = dev(sample((3,), torch.float32))
-    out = torch.empty(3, dtype=torch.float16, device="infini")
-    with pytest.raises(RuntimeError, match="Half|float16"):
-        torch.add(a, a, out=out)
+def test_add_out_of_another_dtype_follows_cpu():
+    """out= of a lower or higher float dtype receives the cast result, as on
+    the CPU; an integer out= for float operands raises, as on the CPU."""
+    a = sample((3,), torch.float32)
+    for dtype in (torch.float16, torch.float64):
+        out = torch.empty(3, dtype=dtype, device="infini")
+        torch.add(dev(a), dev(a), out=out)
+        assert torch.equal(out.cpu(), torch.add(a, a, out=torch.empty(3, dtype=dtype)))
+    with pytest.raises(RuntimeError, match="cast|Long|Float"):
+        torch.add(dev(a), dev(a), out=torch.empty(3, dtype=torch.int64, device="infini"))
 
 
 def test_add_out_on_cpu_raises():
@@ -340,16 +345,22 @@ def test_scalar_used_twice_with_different_values():
 # --- errors --------------------------------------------------------------------
 
 
-def test_mixed_dtypes_raise_naming_both():
-    a = dev(sample((3,), torch.float32))
-    b = dev(sample((3,), torch.float16))
-    with pytest.raises(RuntimeError) as info:
-        a + b
-    message = str(info.value)
-    assert "Float" in message and "Half" in message
-    assert "aten::add.Tensor" in message
-    with pytest.raises(RuntimeError, match="Float.*Half|Half.*Float"):
-        b.add_(a)
+def test_mixed_dtypes_promote_like_cpu():
+    """Operands of two dtypes (or a float scalar with an integer tensor)
+    promote as on the CPU (and CUDA)."""
+    from infini_testing import matches_cpu, unserved_skips
+
+    f32, f16 = sample((3, 4), torch.float32), sample((3, 4), torch.float16, 1)
+    i64 = sample((3, 4), torch.int64)
+    matches_cpu(torch.add, f32, f16)
+    matches_cpu(torch.add, i64, f32)
+    matches_cpu(lambda a, b: torch.add(a, b, alpha=2), i64, f16)
+    matches_cpu(lambda a: a + 2.5, i64)
+    matches_cpu(lambda a: torch.tensor(0.5) + a, i64)
+    matches_cpu(lambda a, b: a.clone().add_(b), f32, f16)       # in place: the result keeps self's dtype
+    matches_cpu(lambda a, b: torch.add(a, b, out=torch.empty(0, dtype=torch.float64, device=a.device)), f32, f16)
+    with pytest.raises(RuntimeError, match="cast|not possible"):   # CPU's rule for in-place
+        unserved_skips(lambda: dev(i64).add_(dev(f32)))
 
 
 def test_mixed_devices_raise():

@@ -1,0 +1,17 @@
+#pragma once
+
+// The boxed kernel serving the ATen operator families (ops/aten_kernel.cpp),
+// for native kernels that hand it the calls their own fast path does not
+// take (add with operands of two dtypes, which CPU promotes).
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+namespace torch_infini::ops {
+
+// Runs `op` (an overload in an op family's `overloads` or `custom` list) on
+// `stack` as the family kernel does: CPU's checks, type promotion and output
+// layout, then the provider.
+void run_family_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+}  // namespace torch_infini::ops
