@@ -208,6 +208,38 @@ def add_sync_case(numel: int) -> Case:
                 note=note, group="add")
 
 
+def family_op_case(name: str, numel: int) -> Case:
+    """One operator served by the op-family kernel (metadata from the meta
+    run, cached; the work queued on the provider), synchronized per call."""
+    ops = {"mul": lambda a, b: torch.mul(a, b), "softmax": lambda a, b: torch.softmax(a, -1)}
+    fn = ops[name]
+
+    def setup() -> Bundle:
+        ca, cb = torch.rand(numel), torch.rand(numel)
+        a, b = ca.to(DEV), cb.to(DEV)
+        s = torch.infini.synchronize
+        fn(a, b)  # NotImplementedError here -> skipped with the reason
+        s()
+
+        def infini(n: int) -> None:
+            for _ in range(n):
+                fn(a, b)
+                s()
+
+        def reference(n: int) -> None:
+            for _ in range(n):
+                fn(ca, cb)
+
+        def check() -> Optional[str]:
+            ok = torch.allclose(fn(a, b).cpu(), fn(ca, cb), rtol=1e-5, atol=1e-6)
+            return None if ok else f"torch.{name} on infini differs from CPU"
+
+        return Bundle(infini, reference, check)
+
+    return Case(f"{name}/sync/{human_count(numel)}", "cpu", f"torch.{name} + synchronize", setup,
+                note=f"{numel} float32; ref CPU {name}", group="ops")
+
+
 def add_queued_case(numel: int) -> Case:
     def setup() -> Bundle:
         ca, cb = torch.rand(numel), torch.rand(numel)
@@ -481,6 +513,7 @@ def all_cases(quick: bool) -> list[Case]:
     overlap_bytes = 16 * MiB if quick else 64 * MiB
     cases = [add_sync_case(n) for n in add_sizes]
     cases += [add_queued_case(n) for n in (1, KiB)]
+    cases += [family_op_case(name, n) for name in ("mul", "softmax") for n in (KiB, MiB)]
     for direction in ("h2d", "d2h"):
         for kind in ("pageable", "pinned"):
             cases += [copy_case(direction, kind, n) for n in copy_sizes]
