@@ -201,8 +201,14 @@ class MetaArgs {
     return value;
   }
 
+  // CPU 0-dim tensors become meta tensors too: some meta functions refuse a
+  // CPU tensor beside meta ones where CPU and CUDA accept a CPU scalar
+  // (masked_fill_'s value). Wrapped numbers (Python scalars) stay on the
+  // CPU, where PyTorch requires them to live.
   const at::Tensor& meta_of(const at::Tensor& t) {
-    if (!t.defined() || t.device().type() != kInfini) {
+    const bool cpu_scalar = t.defined() && t.device().is_cpu() &&
+        t.dim() == 0 && !t.unsafeGetTensorImpl()->is_wrapped_number();
+    if (!t.defined() || (t.device().type() != kInfini && !cpu_scalar)) {
       return t;
     }
     auto& slot = metas_[t.unsafeGetTensorImpl()];

@@ -48,6 +48,7 @@ def test_where_masked_fill_masked_select():
     matches_cpu(lambda x: torch.where(x > 0, x, 0.0), x)
     matches_cpu(lambda x: x.masked_fill(x < 0, float("-inf")), x)
     matches_cpu(lambda x, v: x.clone().masked_fill_(x > 0.5, v), x, torch.tensor(2.0))
+    matches_cpu(lambda x: x.clone().masked_fill_(x > 0.5, torch.tensor(-3.0)), x)  # a CPU value, as CUDA takes
     matches_cpu(lambda x: torch.masked_select(x, x > 0), x)
     matches_cpu(lambda x: torch.masked_select(x, x > 100), x)     # nothing selected
 
