@@ -559,7 +559,10 @@ def check_report() -> None:
         if row["kind"] == "native":
             assert is_native(row["op"]), row
         if row["kind"] == "fallback":
-            assert not is_native(row["op"]) or row["op"] in partial, row
+            # On the Infini stack a native kernel may decline a call that
+            # InfiniOps cannot run; the fallback then takes it.
+            declines = torch_infini.diagnostics()["provider"] != "host"
+            assert not is_native(row["op"]) or row["op"] in partial or declines, row
     assert any(row["kind"] == "native" for row in report)
 
 

@@ -131,6 +131,10 @@ def test_no_composite_implicit_overload_is_overridden():
 
 
 def test_operator_table_lists_every_family():
+    """On the host runtime, which runs them all (the Infini stack lists what
+    InfiniOps serves)."""
+    if torch_infini.diagnostics()["provider"] != "host":
+        pytest.skip("the Infini stack lists only the families InfiniOps serves")
     ops = " ".join(row["op"] for row in torch_infini.operator_table())
     for family in _families():
         assert family["family"] + ":" in ops
