@@ -19,6 +19,21 @@ from build_config import BuildConfigError, build_metadata, resolve_infini_stack 
 from torch_infini import _guard  # noqa: E402
 
 ADD_ALPHA_LINE = "template void Operator<::infini::ops::Add>::Call<Tensor, Tensor, double, Tensor>(Tensor, Tensor, double, Tensor);"
+# Gemm's full overload at InfiniOps 1f6f9c2 (optional C before alpha) and at 2962714 (accumulates into c).
+GEMM_OPTIONAL_C_LINE = (
+    "extern template void Operator<::infini::ops::Gemm>::Call<Tensor, Tensor, std::optional<Tensor>, "
+    "std::optional<float>, std::optional<float>, std::optional<int>, std::optional<int>, Tensor>(const Handle& handle);")
+CAT_LIST_LINE = ("extern template void Operator<::infini::ops::Cat>::Call<std::vector<Tensor>, int64_t, Tensor>"
+                 "(const Handle& handle, const Config& config, const std::vector<Tensor>& tensors);")
+CAT_FIRST_AND_REST_LINE = ("extern template void Operator<::infini::ops::Cat>::Call<Tensor, std::vector<Tensor>, "
+                           "int64_t, Tensor>(const Handle& handle, const Config& config, const Tensor& first_input);")
+LINEAR_WEIGHT_LINE = ("extern template void Operator<::infini::ops::Linear>::Call<Tensor, Tensor, "
+                      "std::optional<Tensor>, Tensor>(const Handle& handle);")
+LINEAR_TRANS_LINE = ("extern template void Operator<::infini::ops::Linear>::Call<Tensor, Tensor, "
+                     "std::optional<Tensor>, bool, bool, Tensor>(const Handle& handle);")
+GEMM_ALPHA_BETA_C_LINE = (
+    "extern template void Operator<::infini::ops::Gemm>::Call<Tensor, Tensor, std::optional<float>, "
+    "std::optional<float>, std::optional<int>, std::optional<int>, Tensor>(const Handle& handle);")
 
 
 def make_rt(root: Path, lib: str = "lib64", backends=("cpu",)) -> Path:
@@ -31,11 +46,16 @@ def make_rt(root: Path, lib: str = "lib64", backends=("cpu",)) -> Path:
     return root
 
 
-def make_ops(root: Path, lib: str = "lib", add_alpha: bool = True, extra_ops=("Gemm",)) -> Path:
+def make_ops(root: Path, lib: str = "lib", add_alpha: bool = True, extra_ops=("Gemm",),
+             gemm_line: str = GEMM_OPTIONAL_C_LINE, extra_line: str = "") -> Path:
     (root / "include" / "infini").mkdir(parents=True)
     lines = [ADD_ALPHA_LINE if add_alpha else
              "template void Operator<::infini::ops::Add>::Call<Tensor, Tensor, Tensor>(Tensor, Tensor, Tensor);"]
     lines += [f"template void Operator<::infini::ops::{op}>::Call<Tensor>(Tensor);" for op in extra_ops]
+    if "Gemm" in extra_ops:
+        lines.append(gemm_line)
+    if extra_line:
+        lines.append(extra_line)
     (root / "include" / "infini" / "operator_call_instantiations.h").write_text("\n".join(lines) + "\n")
     (root / lib).mkdir()
     (root / lib / "libinfiniops.so").write_bytes(b"")
@@ -131,6 +151,8 @@ def test_fake_install_resolves(rt, ops):
     macros = dict(stack.define_macros)
     assert macros["TORCH_INFINI_WITH_INFINI_STACK"] == "1"
     assert macros["TORCH_INFINI_OPS_ADD_HAS_ALPHA"] == "1"
+    assert stack.ops_gemm_has_optional_c is True
+    assert macros["TORCH_INFINI_OPS_GEMM_HAS_OPTIONAL_C"] == "1"
     assert macros["TORCH_INFINI_RT_HAS_CPU"] == "1"
 
 
@@ -152,6 +174,37 @@ def test_add_without_alpha_and_several_backends(tmp_path):
     macros = dict(stack.define_macros)
     assert "TORCH_INFINI_OPS_ADD_HAS_ALPHA" not in macros
     assert macros["TORCH_INFINI_RT_HAS_NVIDIA"] == "1"
+
+
+def test_gemm_accumulating_into_c_is_told_apart(tmp_path):
+    """InfiniOps 2962714's Gemm (a, b, alpha, beta, trans_a, trans_b, c) gets no
+    optional-C macro; a build without Gemm gets none either."""
+    rt = make_rt(tmp_path / "rt")
+    ops = make_ops(tmp_path / "ops", gemm_line=GEMM_ALPHA_BETA_C_LINE)
+    stack = resolve_infini_stack({"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(ops)})
+    assert stack.ops_operators == ["Add", "Gemm"]
+    assert stack.ops_gemm_has_optional_c is False
+    assert "TORCH_INFINI_OPS_GEMM_HAS_OPTIONAL_C" not in dict(stack.define_macros)
+    no_gemm = make_ops(tmp_path / "no_gemm", extra_ops=())
+    stack = resolve_infini_stack({"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(no_gemm)})
+    assert stack.ops_gemm_has_optional_c is False
+
+
+@pytest.mark.parametrize(
+    "line,attribute,macro,expected",
+    [(CAT_LIST_LINE, "ops_cat_takes_list", "TORCH_INFINI_OPS_CAT_TAKES_LIST", True),
+     (CAT_FIRST_AND_REST_LINE, "ops_cat_takes_list", "TORCH_INFINI_OPS_CAT_TAKES_LIST", False),
+     ("", "ops_cat_takes_list", "TORCH_INFINI_OPS_CAT_TAKES_LIST", False),
+     (LINEAR_WEIGHT_LINE, "ops_linear_takes_weight", "TORCH_INFINI_OPS_LINEAR_TAKES_WEIGHT", True),
+     (LINEAR_TRANS_LINE, "ops_linear_takes_weight", "TORCH_INFINI_OPS_LINEAR_TAKES_WEIGHT", False),
+     ("", "ops_linear_takes_weight", "TORCH_INFINI_OPS_LINEAR_TAKES_WEIGHT", False)],
+    ids=["cat_list", "cat_first_and_rest", "no_cat", "linear_weight", "linear_trans", "no_linear"])
+def test_cat_and_linear_signatures_are_detected(tmp_path, line, attribute, macro, expected):
+    rt = make_rt(tmp_path / "rt")
+    ops = make_ops(tmp_path / "ops", extra_line=line)
+    stack = resolve_infini_stack({"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(ops)})
+    assert getattr(stack, attribute) is expected
+    assert (macro in dict(stack.define_macros)) is expected
 
 
 def test_missing_generated_header_gives_no_backends(rt, ops):
@@ -249,6 +302,7 @@ def test_build_metadata_with_stack(rt, ops):
     assert meta["infini_rt_backends"] == ["cpu"]
     assert meta["infini_ops_operators"] == ["Add", "Gemm"]
     assert meta["infini_ops_add_has_alpha"] is True
+    assert meta["infini_ops_gemm_has_optional_c"] is True
 
 
 def test_build_metadata_satisfies_import_guard(tmp_path):

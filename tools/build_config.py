@@ -35,6 +35,16 @@ class InfiniStack:
     # Operators InfiniOps instantiated, and whether its Add takes alpha.
     ops_operators: list[str] = field(default_factory=list)
     ops_add_has_alpha: bool = False
+    # Whether its Gemm takes an optional C input before alpha (y = alpha *
+    # a @ b, InfiniOps 1f6f9c2 and newer) instead of accumulating into c with
+    # alpha and beta (c = alpha * a @ b + beta * c, older pins).
+    ops_gemm_has_optional_c: bool = False
+    # Whether its Cat takes one tensor list (InfiniOps 1f6f9c2 and newer)
+    # instead of a first tensor and a list of the rest.
+    ops_cat_takes_list: bool = False
+    # Whether its Linear is F.linear's (input, weight[N, K], bias, out),
+    # InfiniOps 1f6f9c2 and newer, rather than (a, b, bias, trans_a, trans_b, out).
+    ops_linear_takes_weight: bool = False
     # InfiniRT device types (Device::Type values) with an implementation
     # (index 0) of each operator in libinfiniops, read from its symbols.
     ops_implementations: dict[str, list[int]] = field(default_factory=dict)
@@ -52,6 +62,12 @@ class InfiniStack:
         macros = [("TORCH_INFINI_WITH_INFINI_STACK", "1")]
         if self.ops_add_has_alpha:
             macros.append(("TORCH_INFINI_OPS_ADD_HAS_ALPHA", "1"))
+        if self.ops_gemm_has_optional_c:
+            macros.append(("TORCH_INFINI_OPS_GEMM_HAS_OPTIONAL_C", "1"))
+        if self.ops_cat_takes_list:
+            macros.append(("TORCH_INFINI_OPS_CAT_TAKES_LIST", "1"))
+        if self.ops_linear_takes_weight:
+            macros.append(("TORCH_INFINI_OPS_LINEAR_TAKES_WEIGHT", "1"))
         for backend in self.rt_backends:
             macros.append((f"TORCH_INFINI_RT_HAS_{backend.upper()}", "1"))
         for op, device_types in sorted(self.ops_implementations.items()):
@@ -100,6 +116,31 @@ def ops_api_from_header(header: Path) -> tuple[list[str], bool]:
     operators = sorted(set(re.findall(r"Operator<::infini::ops::(\w+)>", text)))
     add_alpha = "Operator<::infini::ops::Add>::Call<Tensor, Tensor, double, Tensor>" in text
     return operators, add_alpha
+
+
+def ops_gemm_has_optional_c(header: Path) -> bool:
+    """Whether InfiniOps' ``Gemm`` takes ``(a, b, optional c, alpha, beta, trans_a, trans_b, y)``.
+
+    Older pins take ``(a, b, alpha, beta, trans_a, trans_b, c)`` and
+    accumulate into ``c``; the two call conventions differ in meaning, not
+    only in order, so the build must know which one the library has.
+    """
+    text = header.read_text(errors="replace")
+    return "Operator<::infini::ops::Gemm>::Call<Tensor, Tensor, std::optional<Tensor>," in text
+
+
+def ops_cat_takes_list(header: Path) -> bool:
+    """Whether InfiniOps' ``Cat`` takes ``(tensors, dim, out)``; older pins take
+    ``(first_input, rest_inputs, dim, out)``."""
+    text = header.read_text(errors="replace")
+    return "Operator<::infini::ops::Cat>::Call<std::vector<Tensor>, int64_t, Tensor>" in text
+
+
+def ops_linear_takes_weight(header: Path) -> bool:
+    """Whether InfiniOps' ``Linear`` takes ``(input, weight, bias, out)`` like
+    ``F.linear``; older pins take ``(a, b, bias, trans_a, trans_b, out)``."""
+    text = header.read_text(errors="replace")
+    return "Operator<::infini::ops::Linear>::Call<Tensor, Tensor, std::optional<Tensor>, Tensor>" in text
 
 
 _IMPL_SYMBOL = re.compile(rb"8OperatorINS0_(\d+)([A-Za-z_][A-Za-z0-9_]*?)ELNS_2rt6Device4TypeE(\d+)ELm0EE")
@@ -159,11 +200,16 @@ def resolve_infini_stack(env: Mapping[str, str]) -> InfiniStack | None:
 
     backends = rt_backends_from_header(generated) if generated.is_file() else []
     operators, add_alpha = ops_api_from_header(ops_header)
+    gemm_optional_c = ops_gemm_has_optional_c(ops_header)
+    cat_list = ops_cat_takes_list(ops_header)
+    linear_weight = ops_linear_takes_weight(ops_header)
     return InfiniStack(
         rt_include_dirs=rt_inc, rt_library_dirs=rt_lib,
         ops_include_dirs=ops_inc, ops_library_dirs=ops_lib,
         cuda_include_dirs=_split(env.get("CUDA_INCLUDE_DIRS", "")),
         rt_backends=backends, ops_operators=operators, ops_add_has_alpha=add_alpha,
+        ops_gemm_has_optional_c=gemm_optional_c, ops_cat_takes_list=cat_list,
+        ops_linear_takes_weight=linear_weight,
         ops_implementations=ops_implementations_from_library(ops_library),
     )
 
@@ -187,5 +233,8 @@ def build_metadata(torch_version: str, cxx11_abi: bool, stack: InfiniStack | Non
         "infini_rt_backends": list(stack.rt_backends) if stack else [],
         "infini_ops_operators": list(stack.ops_operators) if stack else [],
         "infini_ops_add_has_alpha": bool(stack.ops_add_has_alpha) if stack else False,
+        "infini_ops_gemm_has_optional_c": bool(stack.ops_gemm_has_optional_c) if stack else False,
+        "infini_ops_cat_takes_list": bool(stack.ops_cat_takes_list) if stack else False,
+        "infini_ops_linear_takes_weight": bool(stack.ops_linear_takes_weight) if stack else False,
         "infini_ops_implementations": dict(stack.ops_implementations) if stack else {},
     }
