@@ -57,7 +57,7 @@ def test_writes_through_views_reach_the_base():
 
 
 def test_set_shares_the_storage():
-    a = torch.arange(6.0, device=DEV)
+    a = torch.arange(6.0).to(DEV)
     b = torch.empty(0, device=DEV).set_(a.untyped_storage(), 2, (2, 2), (2, 1))
     assert torch.equal(b.cpu(), torch.tensor([[2.0, 3.0], [4.0, 5.0]]))
     a.fill_(1)
