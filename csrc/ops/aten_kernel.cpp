@@ -11,7 +11,6 @@
 // gets an out= or in-place overload to enqueue on the current stream.
 
 #include <ATen/MemoryOverlap.h>
-#include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty_strided.h>
@@ -24,6 +23,8 @@
 
 #include "core/InfiniFunctions.h"
 #include "ops/aten_kernel.h"
+#include "ops/aten_meta.h"
+#include "ops/aten_plan.h"
 #include "ops/common.h"
 #include "ops/fallback.h"
 #include "runtime/aten_ops.h"
@@ -34,17 +35,6 @@ namespace {
 bool writes(const c10::Argument& arg) {
   return arg.alias_info() != nullptr && arg.alias_info()->isWrite();
 }
-
-// How one registered overload is run.
-struct Plan {
-  std::string name;  // "aten::mul.out"
-  const runtime::AtenOpFamily* family = nullptr;
-  std::vector<size_t> written;  // arguments it writes (self_, out=)
-  // For a functional overload: its out= twin, which the provider runs into
-  // the outputs allocated here; without one, the functional overload runs
-  // and its results are copied into them.
-  std::optional<c10::OperatorHandle> out_twin;
-};
 
 // The out= overload of `functional`'s operator whose arguments are
 // functional's followed by the outputs.
@@ -118,19 +108,6 @@ const Plan& plan_of(const c10::OperatorHandle& op) {
   return *slot;
 }
 
-template <typename F>
-void for_each_tensor(c10::ArrayRef<c10::IValue> args, F&& f) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i].isTensor()) {
-      f(args[i].toTensor(), i);
-    } else if (args[i].isTensorList()) {
-      for (const at::Tensor& t : args[i].toTensorList()) {
-        f(t, i);
-      }
-    }
-  }
-}
-
 // The infini device of the call; every tensor must be on it, except CPU
 // 0-dim tensors (scalars).
 c10::Device call_device(const Plan& plan, const c10::FunctionSchema& schema,
@@ -182,47 +159,6 @@ void check_dtype(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
       "); convert with .to(dtype) first");
 }
 
-// Meta tensors standing for the call's device tensors: same sizes, strides
-// and dtype; one meta tensor per distinct device tensor, so an in-place
-// argument that is also an input stays one tensor.
-class MetaArgs {
- public:
-  c10::IValue convert(const c10::IValue& value) {
-    if (value.isTensor()) {
-      return meta_of(value.toTensor());
-    }
-    if (value.isTensorList()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor& t : value.toTensorList()) {
-        list.push_back(meta_of(t));
-      }
-      return list;
-    }
-    return value;
-  }
-
-  // CPU 0-dim tensors become meta tensors too: some meta functions refuse a
-  // CPU tensor beside meta ones where CPU and CUDA accept a CPU scalar
-  // (masked_fill_'s value). Wrapped numbers (Python scalars) stay on the
-  // CPU, where PyTorch requires them to live.
-  const at::Tensor& meta_of(const at::Tensor& t) {
-    const bool cpu_scalar = t.defined() && t.device().is_cpu() &&
-        t.dim() == 0 && !t.unsafeGetTensorImpl()->is_wrapped_number();
-    if (!t.defined() || (t.device().type() != kInfini && !cpu_scalar)) {
-      return t;
-    }
-    auto& slot = metas_[t.unsafeGetTensorImpl()];
-    if (!slot.defined()) {
-      slot = at::empty_strided(t.sizes(), t.strides(),
-                               t.options().device(at::kMeta));
-    }
-    return slot;
-  }
-
- private:
-  std::unordered_map<const c10::TensorImpl*, at::Tensor> metas_;
-};
-
 // A private copy of a CPU scalar tensor, keeping its wrapped-number flag
 // (which type promotion reads).
 at::Tensor snapshot_scalar(const at::Tensor& t) {
@@ -238,38 +174,6 @@ c10::IValue snapshot_cpu_scalars(const c10::IValue& value) {
     return snapshot_scalar(value.toTensor());
   }
   return value;
-}
-
-// The layout CPU's TensorIterator gives an elementwise result over `args`'
-// device tensors (a transposed input gives a transposed result). Python's
-// meta functions, which the meta run reaches, do not always follow it.
-std::optional<std::vector<int64_t>> elementwise_strides(
-    c10::ArrayRef<c10::IValue> args, const std::vector<size_t>& outputs,
-    at::IntArrayRef sizes) {
-  // One dtype for all: only the layout is wanted.
-  std::vector<at::Tensor> inputs;
-  for_each_tensor(args, [&](const at::Tensor& t, size_t i) {
-    if (t.defined() && t.device().type() == kInfini &&
-        std::find(outputs.begin(), outputs.end(), i) == outputs.end()) {
-      inputs.push_back(at::empty_strided(
-          t.sizes(), t.strides(),
-          at::TensorOptions().device(at::kMeta).dtype(at::kFloat)));
-    }
-  });
-  if (inputs.empty()) {
-    return std::nullopt;
-  }
-  at::Tensor out;
-  at::TensorIteratorConfig config;
-  config.add_output(out).check_all_same_dtype(false);
-  for (const at::Tensor& t : inputs) {
-    config.add_const_input(t);
-  }
-  auto iter = config.build();
-  if (iter.output().sizes() != sizes) {
-    return std::nullopt;
-  }
-  return iter.output().strides().vec();
 }
 
 // `out` given `sizes` and `strides` the way CPU resizes an out= argument.
@@ -297,160 +201,6 @@ void check_overlaps(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
       }
     });
   }
-}
-
-// The metadata of one output: a functional result, or an out=/in-place
-// argument after CPU's resizing.
-struct Layout {
-  bool defined = false;
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;
-  c10::ScalarType dtype = c10::ScalarType::Undefined;
-};
-
-// Runs the call on meta tensors: CPU's checks (raising its errors) and the
-// outputs' metadata as CPU computes it.
-std::vector<Layout> run_on_meta(const Plan& plan, const c10::OperatorHandle& op,
-                                c10::ArrayRef<c10::IValue> args) {
-  MetaArgs metas;
-  torch::jit::Stack meta_stack;
-  meta_stack.reserve(args.size());
-  for (const auto& value : args) {
-    meta_stack.push_back(metas.convert(value));
-  }
-  {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    op.callBoxed(meta_stack);
-  }
-  const auto layout_of = [&](const at::Tensor& meta, bool resized) {
-    Layout layout;
-    layout.defined = meta.defined();
-    if (!layout.defined) {
-      return layout;
-    }
-    layout.sizes = meta.sizes().vec();
-    layout.dtype = meta.scalar_type();
-    std::optional<std::vector<int64_t>> strides;
-    if (plan.family->elementwise && resized) {
-      strides = elementwise_strides(args, plan.written, meta.sizes());
-    }
-    layout.strides = strides ? *strides : meta.strides().vec();
-    return layout;
-  };
-  std::vector<Layout> layouts;
-  if (plan.written.empty()) {
-    for (const auto& result : meta_stack) {
-      TORCH_INTERNAL_ASSERT(result.isTensor(), plan.name,
-                            ": only tensor results are supported");
-      layouts.push_back(layout_of(result.toTensor(), /*resized=*/true));
-    }
-    return layouts;
-  }
-  for (size_t w : plan.written) {
-    if (!args[w].isTensor()) {
-      layouts.emplace_back();  // a tensor list, written in place
-      continue;
-    }
-    // The meta run resized a meta twin of `out` as CPU would (warning where
-    // CPU warns); a resized elementwise result takes its inputs' layout.
-    const at::Tensor& out = args[w].toTensor();
-    const at::Tensor& meta = metas.meta_of(out);
-    layouts.push_back(layout_of(meta, out.sizes() != meta.sizes()));
-  }
-  return layouts;
-}
-
-// What a meta run depends on: every argument's metadata and value, tensors
-// by sizes, strides and dtype (a CPU scalar by dtype alone). False where an
-// argument is of a kind not keyed (the call then always runs on meta).
-bool append_key(std::string& key, const c10::IValue& value) {
-  const auto bytes = [&](const void* p, size_t n) {
-    key.append(static_cast<const char*>(p), n);
-  };
-  const auto tensor = [&](const at::Tensor& t) {
-    key.push_back(!t.defined() ? 'u' : t.device().is_cpu() ? 'c' : 't');
-    if (!t.defined()) {
-      return;
-    }
-    const auto dtype = t.scalar_type();
-    bytes(&dtype, sizeof(dtype));
-    if (t.device().is_cpu()) {
-      key.push_back(t.unsafeGetTensorImpl()->is_wrapped_number() ? 'w' : 'n');
-      return;
-    }
-    const int64_t dim = t.dim();
-    bytes(&dim, sizeof(dim));
-    bytes(t.sizes().data(), dim * sizeof(int64_t));
-    bytes(t.strides().data(), dim * sizeof(int64_t));
-  };
-  if (value.isTensor()) {
-    tensor(value.toTensor());
-  } else if (value.isTensorList()) {
-    key.push_back('L');
-    for (const at::Tensor& t : value.toTensorList()) {
-      tensor(t);
-    }
-    key.push_back(';');
-  } else if (value.isNone()) {
-    key.push_back('N');
-  } else if (value.isInt()) {
-    key.push_back('i');
-    const int64_t v = value.toInt();
-    bytes(&v, sizeof(v));
-  } else if (value.isDouble()) {
-    key.push_back('d');
-    const double v = value.toDouble();
-    bytes(&v, sizeof(v));
-  } else if (value.isBool()) {
-    key.push_back(value.toBool() ? 'B' : 'b');
-  } else if (value.isIntList()) {
-    key.push_back('I');
-    for (const int64_t v : value.toIntList()) {
-      bytes(&v, sizeof(v));
-    }
-    key.push_back(';');
-  } else if (value.isString()) {
-    key.push_back('s');
-    key += value.toStringRef();
-    key.push_back(';');
-  } else {
-    return false;
-  }
-  return true;
-}
-
-// Output metadata of a call, from its meta run or, when the same call
-// (same operator, argument metadata and values) ran before on this thread,
-// from a cache: Python's meta functions cost far more than the launch.
-// (A copy is returned: a nested call on this thread may grow the cache.)
-std::vector<Layout> output_layouts(const Plan& plan,
-                                   const c10::OperatorHandle& op,
-                                   c10::ArrayRef<c10::IValue> args) {
-  constexpr size_t kMaxEntries = 4096;
-  thread_local std::unordered_map<std::string, std::vector<Layout>> cache;
-  std::string key;
-  key.reserve(256);
-  const Plan* plan_address = &plan;
-  key.append(reinterpret_cast<const char*>(&plan_address), sizeof(plan_address));
-  bool keyed = true;
-  for (const auto& value : args) {
-    keyed = keyed && append_key(key, value);
-  }
-  if (keyed) {
-    const auto it = cache.find(key);
-    if (it != cache.end()) {
-      return it->second;
-    }
-  }
-  std::vector<Layout> layouts = run_on_meta(plan, op, args);
-  if (!keyed) {
-    return layouts;
-  }
-  if (cache.size() >= kMaxEntries) {
-    cache.clear();
-  }
-  cache.emplace(std::move(key), layouts);
-  return layouts;
 }
 
 void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
