@@ -248,8 +248,9 @@ void mul_run(InfiniProvider& provider, int device, StreamHandle stream,
 
 // ------------------------------------------------------- Relu and Silu
 
-// A unary activation: `input` and `out` of one shape and dtype.
-std::string unary_call_of(const AtenCall& call, const std::string& kernel,
+// A unary activation: `input` and `out` of one shape and dtype. (Unused
+// where this InfiniOps build has neither Relu nor Silu.)
+[[maybe_unused]] std::string unary_call_of(const AtenCall& call, const std::string& kernel,
                           TensorArg* input, TensorArg* out) {
   const at::Tensor& self = tensor_at(call, 0);
   if (!self.defined() || self.device().is_cpu()) {
