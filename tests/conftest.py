@@ -31,6 +31,16 @@ def device() -> torch.device:
     return torch.device("infini:0")
 
 
+@pytest.fixture
+def rng_states_kept():
+    """Restores the CPU and infini generators' states after the test."""
+    cpu = torch.get_rng_state()
+    states = torch.infini.get_rng_state_all()
+    yield
+    torch.set_rng_state(cpu)
+    torch.infini.set_rng_state_all(states)
+
+
 @pytest.fixture(autouse=True)
 def _synchronize_after_test():
     yield

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import os
+import sys
 import warnings
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -23,6 +24,9 @@ from torch import nn
 import torch_infini
 from torch_infini import fallback
 from conftest import run_python
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from models import DecoderBlock  # noqa: E402  (shared with the benchmarks and test_models)
 
 DEV = torch.device("infini:0")
 ENV_VARS = ("TORCH_INFINI_CPU_FALLBACK", "TORCH_INFINI_CPU_FALLBACK_ALLOW", "TORCH_INFINI_CPU_FALLBACK_DENY",
@@ -602,54 +606,6 @@ def test_mlp_training_step_matches_cpu(on, record_property):
         torch.testing.assert_close(got.detach().cpu(), want.detach(), rtol=1e-4, atol=1e-6, msg=name)
     _report(record_property, "mlp")
     check_report()
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float = 1e-6) -> None:
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
-
-
-class DecoderBlock(nn.Module):
-    """A Llama-style block in plain torch ops: RMSNorm, rotary embedding,
-    causal attention with softmax, SiLU-gated MLP, residuals."""
-
-    def __init__(self, dim: int = 64, heads: int = 4, hidden: int = 172, max_seq: int = 32) -> None:
-        super().__init__()
-        self.heads, self.head_dim = heads, dim // heads
-        self.q, self.k, self.v, self.o = (nn.Linear(dim, dim, bias=False) for _ in range(4))
-        self.gate = nn.Linear(dim, hidden, bias=False)
-        self.up = nn.Linear(dim, hidden, bias=False)
-        self.down = nn.Linear(hidden, dim, bias=False)
-        self.attn_norm, self.mlp_norm = RMSNorm(dim), RMSNorm(dim)
-        inv_freq = 1.0 / (10000 ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
-        freqs = torch.outer(torch.arange(max_seq).float(), inv_freq)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        self.register_buffer("cos", emb.cos())
-        self.register_buffer("sin", emb.sin())
-        self.register_buffer("mask", torch.full((max_seq, max_seq), float("-inf")).triu(1))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, s, d = x.shape
-        h = self.attn_norm(x)
-        q, k, v = (proj(h).view(b, s, self.heads, self.head_dim).transpose(1, 2) for proj in (self.q, self.k, self.v))
-        cos, sin = self.cos[:s], self.sin[:s]
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim) + self.mask[:s, :s]
-        y = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, s, d)
-        x = x + self.o(y)
-        h = self.mlp_norm(x)
-        return x + self.down(nn.functional.silu(self.gate(h)) * self.up(h))
 
 
 def test_llama_style_block_forward_matches_cpu(on, record_property):

@@ -14,13 +14,8 @@ from conftest import run_python
 DEV = torch.device("infini:0")
 
 
-@pytest.fixture(autouse=True)
-def _keep_rng_states():
-    cpu = torch.get_rng_state()
-    states = torch.infini.get_rng_state_all()
-    yield
-    torch.set_rng_state(cpu)
-    torch.infini.set_rng_state_all(states)
+# Each test leaves the CPU and infini generators as it found them.
+pytestmark = pytest.mark.usefixtures("rng_states_kept")
 
 
 def test_generator_on_the_device():

@@ -10,11 +10,6 @@ namespace {
 
 using c10::ScalarType;
 
-std::vector<ScalarType> floating() {
-  return {ScalarType::Float, ScalarType::Half, ScalarType::BFloat16,
-          ScalarType::Double};
-}
-
 // Overloads are listed explicitly, never by name alone: a kernel registered
 // for a CompositeImplicitAutograd overload would bypass its autograd formula
 // (tests check that none is).
@@ -25,7 +20,7 @@ std::vector<AtenOpFamily> build() {
         "aten::addmm_", "aten::bmm", "aten::bmm.out", "aten::baddbmm",
         "aten::baddbmm.out", "aten::baddbmm_", "aten::dot", "aten::addmv",
         "aten::addmv.out", "aten::addmv_"},
-       floating(), /*elementwise=*/false, /*same_dtype=*/true},
+       floating_dtypes(), /*elementwise=*/false, /*same_dtype=*/true},
       {"binary arithmetic",
        {"aten::mul.Tensor", "aten::mul.out", "aten::mul_.Tensor",
         "aten::sub.Tensor", "aten::sub.out", "aten::sub_.Tensor",
@@ -78,10 +73,10 @@ std::vector<AtenOpFamily> build() {
         "aten::_softmax_backward_data.out",
         "aten::_log_softmax_backward_data",
         "aten::_log_softmax_backward_data.out"},
-       floating()},
+       floating_dtypes()},
       {"normalization",
        {"aten::native_layer_norm", "aten::native_layer_norm_backward"},
-       floating()},
+       floating_dtypes()},
       {"reduction",
        {"aten::sum.dim_IntList", "aten::sum.IntList_out", "aten::mean.dim",
         "aten::mean.out", "aten::argmax", "aten::argmax.out", "aten::amax",
@@ -101,11 +96,11 @@ std::vector<AtenOpFamily> build() {
       {"mixed precision",
        {"aten::_amp_foreach_non_finite_check_and_unscale_",
         "aten::_amp_update_scale_"},
-       floating()},
+       floating_dtypes()},
       {"loss",
        {"aten::mse_loss", "aten::mse_loss.out", "aten::mse_loss_backward",
         "aten::mse_loss_backward.grad_input"},
-       floating()},
+       floating_dtypes()},
   };
 }
 

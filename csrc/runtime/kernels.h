@@ -64,6 +64,33 @@ struct AtenCall {
   const AtenOpFamily* family = nullptr;
 };
 
+// Elements of `t`.
+inline int64_t numel_of(const TensorArg& t) {
+  int64_t n = 1;
+  for (int64_t s : t.sizes) {
+    n *= s;
+  }
+  return n;
+}
+
+// Whether `t` is row-major contiguous (size-1 dimensions' strides ignored).
+inline bool is_contiguous(const TensorArg& t) {
+  int64_t expected = 1;
+  for (int64_t i = static_cast<int64_t>(t.sizes.size()) - 1; i >= 0; --i) {
+    if (t.sizes[i] != 1 && t.strides[i] != expected) {
+      return false;
+    }
+    expected *= t.sizes[i];
+  }
+  return true;
+}
+
+// PyTorch's floating dtypes, the domain of float-only kernels.
+inline std::vector<c10::ScalarType> floating_dtypes() {
+  return {c10::ScalarType::Float, c10::ScalarType::Half,
+          c10::ScalarType::BFloat16, c10::ScalarType::Double};
+}
+
 // The dtypes elementwise kernels of both providers cover: PyTorch's floating
 // types and the integer types InfiniOps has (bool only where asked for).
 inline std::vector<c10::ScalarType> numeric_dtypes(bool with_bool) {

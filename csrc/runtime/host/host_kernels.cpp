@@ -44,25 +44,6 @@ c10::IValue alias_value(const c10::IValue& value) {
   return value;
 }
 
-bool contiguous(const TensorArg& t) {
-  int64_t expected = 1;
-  for (int64_t i = static_cast<int64_t>(t.sizes.size()) - 1; i >= 0; --i) {
-    if (t.sizes[i] != 1 && t.strides[i] != expected) {
-      return false;
-    }
-    expected *= t.sizes[i];
-  }
-  return true;
-}
-
-int64_t numel(const TensorArg& t) {
-  int64_t n = 1;
-  for (int64_t s : t.sizes) {
-    n *= s;
-  }
-  return n;
-}
-
 template <typename T>
 void add_contiguous(const TensorArg& a, const TensorArg& b, const TensorArg& out,
                     int64_t n) {
@@ -79,11 +60,11 @@ void add_contiguous(const TensorArg& a, const TensorArg& b, const TensorArg& out
 // tensors and a TensorIterator per task, which dominate a small add.
 bool add_small_dense(const AddArgs& args) {
   constexpr int64_t kSmall = 4096;
-  if (!args.alpha.equal(1) || !contiguous(args.self) ||
-      !contiguous(args.other) || !contiguous(args.out)) {
+  if (!args.alpha.equal(1) || !is_contiguous(args.self) ||
+      !is_contiguous(args.other) || !is_contiguous(args.out)) {
     return false;
   }
-  const int64_t n = numel(args.out);
+  const int64_t n = numel_of(args.out);
   if (n > kSmall) {
     return false;
   }

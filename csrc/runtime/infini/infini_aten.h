@@ -5,9 +5,11 @@
 // infini_kernels.cpp dispatches calls to them by overload name.
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime/infini/infini_common.h"
 #include "runtime/infini/infini_provider.h"
 #include "runtime/kernels.h"
 
@@ -22,6 +24,37 @@ struct AtenServer {
   std::function<void(int device, StreamHandle stream, const AtenCall& call)>
       run;
 };
+
+// "aten::mm.out".
+inline std::string overload_name(const AtenCall& call) {
+  return c10::toString(call.op.operator_name());
+}
+
+// `overloads` served by `server`, an object with `unsupported(call)` and
+// `run(device, stream, call)` (shared by the two entries).
+template <typename Server>
+AtenServer served_by(std::vector<std::string> overloads,
+                     std::shared_ptr<Server> server) {
+  return AtenServer{
+      std::move(overloads),
+      [server](const AtenCall& call) { return server->unsupported(call); },
+      [server](int device, StreamHandle stream, const AtenCall& call) {
+        server->run(device, stream, call);
+      }};
+}
+
+// `overloads` refused: InfiniOps' `kernel` is not in this build or has no
+// implementation for `backend`.
+inline AtenServer refused(std::vector<std::string> overloads,
+                          std::string kernel, std::string backend) {
+  return AtenServer{std::move(overloads),
+                    [kernel = std::move(kernel),
+                     backend = std::move(backend)](const AtenCall& call) {
+                      return no_kernel_reason(overload_name(call), kernel,
+                                              backend);
+                    },
+                    nullptr};
+}
 
 // What one concern serves on `provider`'s backend, and its support rows
 // (appended to `support` only where the InfiniOps kernel is there).
@@ -40,9 +73,5 @@ inline const at::Tensor& tensor_at(const AtenCall& call, size_t index) {
       : undefined;
 }
 
-// "aten::mm.out".
-inline std::string overload_name(const AtenCall& call) {
-  return c10::toString(call.op.operator_name());
-}
 
 }  // namespace torch_infini::runtime::infini

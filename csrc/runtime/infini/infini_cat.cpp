@@ -50,17 +50,6 @@ bool cat_dtype(c10::ScalarType t, irt::DataType* out) {
   return to_infini_dtype(t, out);
 }
 
-bool contiguous(const TensorArg& t) {
-  int64_t expected = 1;
-  for (int64_t i = static_cast<int64_t>(t.sizes.size()) - 1; i >= 0; --i) {
-    if (t.sizes[i] != 1 && t.strides[i] != expected) {
-      return false;
-    }
-    expected *= t.sizes[i];
-  }
-  return true;
-}
-
 struct CatCall {
   std::vector<TensorArg> inputs;  // those with elements
   int64_t dim = 0;                // in [0, rank)
@@ -108,7 +97,7 @@ class CatServer {
     if (cat.inputs.size() < 2) {
       return std::string(kCat) + " needs at least two non-empty inputs";
     }
-    if (!contiguous(cat.out)) {
+    if (!is_contiguous(cat.out)) {
       return std::string(kCat) + " writes contiguous outputs only";
     }
 #endif
@@ -127,7 +116,7 @@ class CatServer {
                "rank";
       }
 #ifndef TORCH_INFINI_OPS_CAT_TAKES_LIST
-      if (!contiguous(input)) {
+      if (!is_contiguous(input)) {
         return std::string(kCat) + " reads contiguous inputs only (a "
                "strided one would be copied wrongly)";
       }
@@ -207,22 +196,10 @@ std::vector<AtenServer> cat_servers(InfiniProvider& provider,
     row.op = "aten::cat";
     row.dtypes = numeric_dtypes(/*with_bool=*/true);
     support.push_back(std::move(row));
-    return {AtenServer{
-        overloads,
-        [server](const AtenCall& call) { return server->unsupported(call); },
-        [server](int device, StreamHandle stream, const AtenCall& call) {
-          server->run(device, stream, call);
-        }}};
+    return {served_by(overloads, server)};
   }
 #endif
-  const std::string backend = provider.backend();
-  return {AtenServer{
-      overloads,
-      [backend](const AtenCall& call) {
-        return no_kernel_reason(overload_name(call), "infini::ops::Cat",
-                                backend);
-      },
-      nullptr}};
+  return {refused(overloads, "infini::ops::Cat", provider.backend())};
 }
 
 }  // namespace torch_infini::runtime::infini

@@ -61,14 +61,6 @@ class SerialOpenMPScope {
 
 constexpr int64_t kSerialBelowElements = 32768;  // at::internal::GRAIN_SIZE
 
-inline int64_t numel_of(const TensorArg& t) {
-  int64_t n = 1;
-  for (int64_t s : t.sizes) {
-    n *= s;
-  }
-  return n;
-}
-
 // The scope for a launch writing `out` on `provider`'s backend.
 inline bool serial_launch(const InfiniProvider& provider, const TensorArg& out) {
   return provider.device_type() == irt::Device::Type::kCpu &&

@@ -427,22 +427,10 @@ std::vector<AtenServer> gemm_servers(InfiniProvider& provider,
     row.kernel = "infini::ops::Gemm (+ infini::ops::Cast to copy a bias)";
 #endif
     support.push_back(std::move(row));
-    return {AtenServer{
-        overloads,
-        [server](const AtenCall& call) { return server->unsupported(call); },
-        [server](int device, StreamHandle stream, const AtenCall& call) {
-          server->run(device, stream, call);
-        }}};
+    return {served_by(overloads, server)};
   }
 #endif
-  const std::string backend = provider.backend();
-  return {AtenServer{
-      overloads,
-      [backend](const AtenCall& call) {
-        return no_kernel_reason(overload_name(call), "infini::ops::Gemm",
-                                backend);
-      },
-      nullptr}};
+  return {refused(overloads, "infini::ops::Gemm", provider.backend())};
 }
 
 }  // namespace torch_infini::runtime::infini

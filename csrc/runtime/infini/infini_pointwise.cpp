@@ -346,13 +346,7 @@ AtenServer server(InfiniProvider& provider, std::vector<OpSupport>& support,
           run(*p, device, stream, call);
         }};
   }
-  const std::string backend = provider.backend();
-  return AtenServer{std::move(overloads),
-                    [kernel, backend](const AtenCall& call) {
-                      return no_kernel_reason(overload_name(call), kernel,
-                                              backend);
-                    },
-                    nullptr};
+  return refused(std::move(overloads), kernel, provider.backend());
 }
 
 OpSupport row(std::string op, std::vector<c10::ScalarType> dtypes,
@@ -364,11 +358,6 @@ OpSupport row(std::string op, std::vector<c10::ScalarType> dtypes,
   r.strided = true;
   r.kernel = std::move(kernel);
   return r;
-}
-
-std::vector<c10::ScalarType> floating() {
-  return {c10::ScalarType::Float, c10::ScalarType::Half,
-          c10::ScalarType::BFloat16, c10::ScalarType::Double};
 }
 
 }  // namespace
@@ -402,7 +391,7 @@ std::vector<AtenServer> pointwise_servers(InfiniProvider& provider,
   const Unsupported silu_check = nullptr;
   const Run silu_go = nullptr;
 #endif
-  std::vector<c10::ScalarType> relu_dtypes = floating();
+  std::vector<c10::ScalarType> relu_dtypes = floating_dtypes();
   for (auto t : {c10::ScalarType::Char, c10::ScalarType::Short, c10::ScalarType::Int,
                  c10::ScalarType::Long, c10::ScalarType::Byte}) {
     relu_dtypes.push_back(t);
@@ -422,7 +411,7 @@ std::vector<AtenServer> pointwise_servers(InfiniProvider& provider,
   servers.push_back(server(
       provider, support, {"aten::silu.out", "aten::silu_"},
       "infini::ops::Silu", silu_mask, silu_check, silu_go,
-      row("aten::silu", floating(), false,
+      row("aten::silu", floating_dtypes(), false,
           "infini::ops::Silu (also silu_ and silu.out)")));
   return servers;
 }
