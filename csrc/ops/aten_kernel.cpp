@@ -95,9 +95,15 @@ Plan make_plan(const c10::OperatorHandle& op) {
   return plan;
 }
 
-// Plans are made once per overload, on its first call; the dispatcher's
-// handles are stable, so they key the cache.
+// Plans are made once per overload, on its first call. The shared table is locked only on a thread's first call of an overload;
+// after that each thread finds the plan by the schema's (stable) address.
 const Plan& plan_of(const c10::OperatorHandle& op) {
+  thread_local std::unordered_map<const c10::FunctionSchema*, const Plan*>
+      seen;
+  const auto hit = seen.find(&op.schema());
+  if (hit != seen.end()) {
+    return *hit->second;
+  }
   static std::mutex mutex;
   static std::unordered_map<c10::OperatorName, std::unique_ptr<Plan>> plans;
   std::lock_guard<std::mutex> lock(mutex);  // held for a lookup, never a call
@@ -105,6 +111,7 @@ const Plan& plan_of(const c10::OperatorHandle& op) {
   if (!slot) {
     slot = std::make_unique<Plan>(make_plan(op));
   }
+  seen.emplace(&op.schema(), slot.get());
   return *slot;
 }
 
@@ -213,7 +220,8 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
   check_dtype(plan, args);
   c10::DeviceGuard guard(device);
 
-  const std::vector<Layout> layouts = output_layouts(plan, op, args);
+  const auto cached_layouts = output_layouts(plan, op, args);
+  const std::vector<Layout>& layouts = *cached_layouts;
 
   runtime::AtenCall call{op, {}, {}, plan.family};
   call.args.reserve(nargs + schema.returns().size());

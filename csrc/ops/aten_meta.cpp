@@ -201,34 +201,39 @@ bool append_key(std::string& key, const c10::IValue& value) {
 // Output metadata of a call, from its meta run or, when the same call
 // (same operator, argument metadata and values) ran before on this thread,
 // from a cache: Python's meta functions cost far more than the launch.
-// (A copy is returned: a nested call on this thread may grow the cache.)
-std::vector<Layout> output_layouts(const Plan& plan,
-                                   const c10::OperatorHandle& op,
-                                   c10::ArrayRef<c10::IValue> args) {
+// A hit allocates nothing: the key is built in a per-thread buffer and the
+// entry is shared, so it outlives a cache cleared by a later call.
+std::shared_ptr<const std::vector<Layout>> output_layouts(
+    const Plan& plan, const c10::OperatorHandle& op,
+    c10::ArrayRef<c10::IValue> args) {
   constexpr size_t kMaxEntries = 4096;
-  thread_local std::unordered_map<std::string, std::vector<Layout>> cache;
-  std::string key;
-  key.reserve(256);
+  thread_local std::unordered_map<std::string,
+                                  std::shared_ptr<const std::vector<Layout>>>
+      cache;
+  thread_local std::string buffer;
+  buffer.clear();
   const Plan* plan_address = &plan;
-  key.append(reinterpret_cast<const char*>(&plan_address), sizeof(plan_address));
+  buffer.append(reinterpret_cast<const char*>(&plan_address),
+                sizeof(plan_address));
   bool keyed = true;
   for (const auto& value : args) {
-    keyed = keyed && append_key(key, value);
+    keyed = keyed && append_key(buffer, value);
   }
   if (keyed) {
-    const auto it = cache.find(key);
+    const auto it = cache.find(buffer);
     if (it != cache.end()) {
       return it->second;
     }
   }
-  std::vector<Layout> layouts = run_on_meta(plan, op, args);
-  if (!keyed) {
-    return layouts;
+  std::string key = buffer;  // the meta run may reach this function again
+  auto layouts = std::make_shared<const std::vector<Layout>>(
+      run_on_meta(plan, op, args));
+  if (keyed) {
+    if (cache.size() >= kMaxEntries) {
+      cache.clear();
+    }
+    cache.emplace(std::move(key), layouts);
   }
-  if (cache.size() >= kMaxEntries) {
-    cache.clear();
-  }
-  cache.emplace(std::move(key), layouts);
   return layouts;
 }
 

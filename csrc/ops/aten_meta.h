@@ -7,6 +7,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 
+#include <memory>
 #include <vector>
 
 #include "ops/aten_plan.h"
@@ -25,8 +26,8 @@ struct Layout {
 // Raises CPU's errors for a bad call; otherwise returns its outputs'
 // metadata (functional: each result; out=/in-place: each written argument,
 // after CPU's resizing; an undefined Layout for a tensor list).
-std::vector<Layout> output_layouts(const Plan& plan,
-                                   const c10::OperatorHandle& op,
-                                   c10::ArrayRef<c10::IValue> args);
+std::shared_ptr<const std::vector<Layout>> output_layouts(
+    const Plan& plan, const c10::OperatorHandle& op,
+    c10::ArrayRef<c10::IValue> args);
 
 }  // namespace torch_infini::ops
