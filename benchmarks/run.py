@@ -431,17 +431,15 @@ def wait_stream_case() -> Case:
                 note="ref = 1 empty Python call (no CPU equivalent)", group="stream")
 
 
-def mlp_case() -> Case:
+def forward_case(name: str, build: Callable[[], "torch.nn.Module"], input_shape: tuple[int, ...]) -> Case:
+    """A model's forward (no_grad) on infini + synchronize, against the same
+    model on CPU; the model is built on the CPU with the CPU generator seeded."""
     def setup() -> Bundle:
         import copy as _copy
 
-        nn = torch.nn
         torch.default_generator.manual_seed(0)  # CPU only: the model is built on the CPU
-        layers: list = []
-        for _ in range(4):
-            layers += [nn.Linear(512, 512), nn.ReLU()]
-        cpu_model = nn.Sequential(*layers).eval()
-        x = torch.randn(64, 512)
+        cpu_model = build().eval()
+        x = torch.randn(*input_shape)
         model = _copy.deepcopy(cpu_model).to(DEV)
         xd = x.to(DEV)
         with torch.no_grad():
@@ -462,49 +460,30 @@ def mlp_case() -> Case:
         def check() -> Optional[str]:
             with torch.no_grad():
                 got, want = model(xd).cpu(), cpu_model(x)
-            return None if torch.allclose(got, want, rtol=1e-4, atol=1e-5) else "MLP output differs from CPU"
+            return None if torch.allclose(got, want, rtol=1e-4, atol=1e-5) else f"{name} output differs from CPU"
 
         return Bundle(infini, reference, check)
 
-    return Case("mlp/4xLinear512+ReLU/b64", "cpu", "forward (no_grad) + synchronize", setup,
-                note="ref CPU forward", group="mlp")
+    return Case(name, "cpu", "forward (no_grad) + synchronize", setup, note="ref CPU forward", group="mlp")
+
+
+def mlp_case() -> Case:
+    def build() -> "torch.nn.Module":
+        layers: list = []
+        for _ in range(4):
+            layers += [torch.nn.Linear(512, 512), torch.nn.ReLU()]
+        return torch.nn.Sequential(*layers)
+
+    return forward_case("mlp/4xLinear512+ReLU/b64", build, (64, 512))
 
 
 def decoder_case() -> Case:
-    def setup() -> Bundle:
-        import copy as _copy
-
+    def build() -> "torch.nn.Module":
         from models import DecoderBlock
 
-        torch.default_generator.manual_seed(0)  # CPU only: the model is built on the CPU
-        cpu_block = DecoderBlock().eval()
-        x = torch.randn(4, 32, 64)
-        block = _copy.deepcopy(cpu_block).to(DEV)
-        xd = x.to(DEV)
-        with torch.no_grad():
-            block(xd)  # NotImplementedError here -> skipped with the reason
-        sync()
+        return DecoderBlock()
 
-        def infini(n: int) -> None:
-            with torch.no_grad():
-                for _ in range(n):
-                    block(xd)
-                sync()
-
-        def reference(n: int) -> None:
-            with torch.no_grad():
-                for _ in range(n):
-                    cpu_block(x)
-
-        def check() -> Optional[str]:
-            with torch.no_grad():
-                got, want = block(xd).cpu(), cpu_block(x)
-            return None if torch.allclose(got, want, rtol=1e-4, atol=1e-5) else "decoder output differs from CPU"
-
-        return Bundle(infini, reference, check)
-
-    return Case("decoder/llama-block/d64-h4/b4s32", "cpu", "forward (no_grad) + synchronize", setup,
-                note="ref CPU forward", group="mlp")
+    return forward_case("decoder/llama-block/d64-h4/b4s32", build, (4, 32, 64))
 
 
 def all_cases(quick: bool) -> list[Case]:
