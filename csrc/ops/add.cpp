@@ -42,6 +42,14 @@ at::Tensor to_device_operand(const at::Tensor& t, const at::Tensor& peer) {
 // dtypes, or a floating-point scalar with an integer tensor. Such calls go
 // to the op-family kernel, which promotes as CPU does.
 bool needs_promotion(const at::Tensor& self, const at::Tensor& other) {
+  // Complex and bool adds have no kernel of add's own: CPU kernels run them.
+  const auto generic = [](const at::Tensor& t) {
+    return t.is_complex() || t.scalar_type() == at::kBool;
+  };
+  if ((generic(self) || generic(other)) &&
+      runtime::kernels().runs_cpu_kernels()) {
+    return true;
+  }
   if (is_cpu_scalar(self) != is_cpu_scalar(other)) {
     const at::Tensor& scalar = is_cpu_scalar(self) ? self : other;
     const at::Tensor& tensor = is_cpu_scalar(self) ? other : self;

@@ -1,14 +1,22 @@
-// One boxed kernel for the ATen operator families of runtime/aten_ops.h
-// (matmul, elementwise, softmax, normalization, reductions, indexing, loss).
+// The generic boxed kernel: every ATen overload of ops/aten_registry.h.
 //
-// PyTorch semantics are settled here, on the calling thread, the same way
-// for every operator: tensors must be on one infini device (CPU 0-dim
-// tensors stand for scalars, as on CUDA); the call is first run on meta
-// tensors of the same sizes, strides and dtypes, which raises CPU's own
-// errors for bad shapes and arguments and gives the output's shape, strides
-// and dtype exactly as CPU would (type promotion included); outputs are then
-// allocated (functional), or resized as CPU would (out=); and the provider
-// gets an out= or in-place overload to enqueue on the current stream.
+// PyTorch semantics are settled on the calling thread, the same way for
+// every operator: tensors must be on one infini device (CPU 0-dim tensors
+// stand for scalars, as on CUDA); outputs are allocated (functional) or
+// resized as CPU would (out=), with the shapes, strides and dtypes CPU
+// gives; then the provider queues an out= or in-place overload writing into
+// them on the current stream.
+//
+// Where the output metadata comes from depends on the provider:
+//   - on one that runs CPU kernels over device memory (the host runtime),
+//     from CPU itself: the first call of each kind (overload, argument
+//     metadata and values) runs directly, on the calling thread after the
+//     stream (ops/aten_direct.h), raising CPU's own errors at the call;
+//     later calls of that kind are queued with its outputs' metadata;
+//   - elsewhere (the Infini stack, which maps the families of
+//     runtime/aten_ops.h onto InfiniOps), from a run on meta tensors
+//     (ops/aten_meta.h); what it does not map is refused, or runs through
+//     the opt-in CPU fallback.
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
@@ -17,14 +25,18 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <mutex>
 #include <optional>
 #include <set>
 #include <unordered_map>
 
 #include "core/InfiniFunctions.h"
+#include "ops/aten_direct.h"
 #include "ops/aten_kernel.h"
+#include "ops/aten_layouts.h"
 #include "ops/aten_meta.h"
 #include "ops/aten_plan.h"
+#include "ops/aten_registry.h"
 #include "ops/common.h"
 #include "ops/fallback.h"
 #include "runtime/aten_ops.h"
@@ -78,18 +90,15 @@ Plan make_plan(const c10::OperatorHandle& op) {
   const auto& schema = op.schema();
   plan.name = c10::toString(op.operator_name());
   plan.family = runtime::aten_op_family(plan.name);
-  TORCH_INTERNAL_ASSERT(plan.family != nullptr, plan.name,
-                        " is registered but in no op family");
+  plan.elementwise = plan.family != nullptr && plan.family->elementwise;
+  plan.sync_reason = sync_reason_of(op);
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     if (writes(schema.arguments()[i])) {
       plan.written.push_back(i);
+      plan.written_out.push_back(schema.arguments()[i].kwarg_only());
     }
   }
-  // CPU out= kernels that resize their output to hold an intermediate
-  // cannot write into device memory; their functional overloads run instead.
-  static const std::set<std::string> resize_their_output = {
-      "aten::mse_loss"};
-  if (plan.written.empty() && !resize_their_output.count(plan.name)) {
+  if (plan.written.empty()) {
     plan.out_twin = find_out_twin(schema);
   }
   return plan;
@@ -125,8 +134,16 @@ c10::Device call_device(const Plan& plan, const c10::FunctionSchema& schema,
       device = t.device();
     }
   });
+  for (size_t i = 0; i < args.size() && !device; ++i) {
+    if (args[i].isDevice() && args[i].toDevice().type() == kInfini) {
+      device = args[i].toDevice();  // a factory
+    }
+  }
   TORCH_CHECK(device.has_value(), plan.name, ": no infini tensor among its "
               "arguments");
+  if (!device->has_index()) {
+    device = c10::Device(kInfini, current_device());
+  }
   for_each_tensor(args, [&](const at::Tensor& t, size_t i) {
     if (!t.defined() || t.device() == *device ||
         (t.device().is_cpu() && t.dim() == 0)) {
@@ -140,6 +157,8 @@ c10::Device call_device(const Plan& plan, const c10::FunctionSchema& schema,
   return *device;
 }
 
+// The family's dtypes and operand rules, on providers that map families
+// onto a library (CPU kernels check their own).
 void check_dtype(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
   std::optional<c10::ScalarType> dtype;
   for_each_tensor(args, [&](const at::Tensor& t, size_t) {
@@ -183,17 +202,6 @@ c10::IValue snapshot_cpu_scalars(const c10::IValue& value) {
   return value;
 }
 
-// `out` given `sizes` and `strides` the way CPU resizes an out= argument.
-void match_layout(at::Tensor& out, at::IntArrayRef sizes,
-                  at::IntArrayRef strides) {
-  if (out.sizes() != sizes) {
-    out.resize_(sizes);
-  }
-  if (out.strides() != strides) {
-    out.as_strided_(sizes, strides);
-  }
-}
-
 void check_overlaps(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
   for (size_t w : plan.written) {
     if (!args[w].isTensor()) {
@@ -210,65 +218,92 @@ void check_overlaps(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
   }
 }
 
-void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
-                 torch::jit::Stack* stack) {
-  const Plan& plan = plan_of(op);
+// A new output laid out as `r` says, for `device`.
+c10::IValue allocate_result(const ResultLayout& r, c10::Device device,
+                            std::vector<at::Tensor>& flat) {
+  const auto make = [&](const Layout& layout) {
+    return layout.defined
+        ? at::empty_strided(layout.sizes, layout.strides,
+                            at::TensorOptions()
+                                .dtype(layout.dtype)
+                                .device(device))
+        : at::Tensor();
+  };
+  if (!r.is_list) {
+    flat.push_back(make(r.tensors.front()));
+    return flat.back();
+  }
+  c10::List<at::Tensor> list;
+  for (const Layout& layout : r.tensors) {
+    flat.push_back(make(layout));
+    list.push_back(flat.back());
+  }
+  return list;
+}
+
+// Queues the call on the current stream with outputs laid out as `layouts`
+// says, leaving its returns on the stack.
+void queue_call(const Plan& plan, const c10::OperatorHandle& op,
+                c10::Device device, const Layouts& layouts,
+                torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const auto args = torch::jit::last(*stack, nargs);
-  const c10::Device device = call_device(plan, schema, args);
-  check_dtype(plan, args);
-  c10::DeviceGuard guard(device);
-
-  const auto cached_layouts = output_layouts(plan, op, args);
-  const std::vector<Layout>& layouts = *cached_layouts;
+  auto& kernels = runtime::kernels();
 
   runtime::AtenCall call{op, {}, {}, plan.family};
   call.args.reserve(nargs + schema.returns().size());
   for (const auto& value : args) {
     call.args.push_back(snapshot_cpu_scalars(value));
   }
+  // Written arguments: resized as CPU would.
   std::vector<at::Tensor> outputs;
-  if (plan.written.empty()) {
-    for (const Layout& layout : layouts) {
-      outputs.push_back(
-          layout.defined
-              ? at::empty_strided(layout.sizes, layout.strides,
-                                  at::TensorOptions()
-                                      .dtype(layout.dtype)
-                                      .device(device))
-              : at::Tensor());
+  bool lists_written = false;
+  for (size_t i = 0; i < plan.written.size(); ++i) {
+    const c10::IValue& written = args[plan.written[i]];
+    if (!written.isTensor()) {  // a tensor list, written in place
+      lists_written = true;
+      continue;
     }
-    if (plan.out_twin) {
-      call.op = *plan.out_twin;
-      for (const auto& out : outputs) {
-        call.args.push_back(out);
-      }
-    } else {
-      call.results_into.assign(outputs.begin(), outputs.end());
-    }
-  } else {
-    for (size_t i = 0; i < plan.written.size(); ++i) {
-      const c10::IValue& written = args[plan.written[i]];
-      if (written.isTensorList()) {  // written in place, never resized
-        for (const at::Tensor& t : written.toTensorList()) {
-          outputs.push_back(t);
-        }
-        continue;
-      }
-      at::Tensor out = written.toTensor();
-      match_layout(out, layouts[i].sizes, layouts[i].strides);
-      outputs.push_back(out);
-    }
+    at::Tensor out = written.toTensor();
+    const Layout& layout = layouts[i].tensors.front();
+    match_layout(out, layout.sizes, layout.strides);
+    outputs.push_back(out);
+  }
+  if (!plan.written.empty() && !kernels.runs_cpu_kernels()) {
     check_overlaps(plan, args);
   }
+  // New results: allocated here, written by the out= twin or copied from
+  // the functional overload's results.
+  std::vector<c10::IValue> returns;
+  std::vector<at::Tensor> results;
+  size_t next_result = plan.written.size();
+  size_t written_returned = 0;
+  for (size_t i = 0; i < schema.returns().size(); ++i) {
+    if (returns_written(schema, i)) {
+      returns.push_back(args[plan.written[written_returned++]]);
+    } else {
+      returns.push_back(
+          allocate_result(layouts[next_result++], device, results));
+    }
+  }
+  if (plan.out_twin) {
+    call.op = *plan.out_twin;
+    for (const auto& value : returns) {
+      call.args.push_back(value);
+    }
+  } else {
+    call.results_into.assign(results.begin(), results.end());
+  }
+  outputs.insert(outputs.end(), results.begin(), results.end());
 
-  const bool empty = std::all_of(outputs.begin(), outputs.end(),
-                                 [](const at::Tensor& t) {
-                                   return !t.defined() || t.numel() == 0;
-                                 });
+  // Nothing to compute where every output is empty (calls writing tensor
+  // lists, or with no outputs at all, always run: they may check values).
+  const bool empty = !lists_written && !outputs.empty() &&
+      std::all_of(outputs.begin(), outputs.end(), [](const at::Tensor& t) {
+        return !t.defined() || t.numel() == 0;
+      });
   if (!empty) {
-    auto& kernels = runtime::kernels();
     const std::string unsupported = kernels.aten_unsupported(call);
     if (!unsupported.empty()) {
       // The opt-in CPU fallback may run the call as the user made it.
@@ -280,24 +315,50 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
     kernels.aten(device.index(), current_native_stream(device.index()),
                  std::move(call));
   }
-
-  // Functional: the new outputs. In-place and out=: the written arguments
-  // the schema returns (the first ones; _amp_update_scale_ writes two and
-  // returns one).
-  std::vector<c10::IValue> returns;
-  if (plan.written.empty()) {
-    returns.assign(outputs.begin(), outputs.end());
-  } else {
-    TORCH_INTERNAL_ASSERT(schema.returns().size() <= plan.written.size(),
-                          plan.name, ": unexpected returns");
-    for (size_t i = 0; i < schema.returns().size(); ++i) {
-      returns.push_back(args[plan.written[i]]);
-    }
-  }
   torch::jit::drop(*stack, nargs);
   for (auto& value : returns) {
     stack->push_back(std::move(value));
   }
+}
+
+void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
+                 torch::jit::Stack* stack) {
+  const Plan& plan = plan_of(op);
+  const auto& schema = op.schema();
+  const auto args = torch::jit::last(*stack, schema.arguments().size());
+  const c10::Device device = call_device(plan, schema, args);
+  c10::DeviceGuard guard(device);
+  auto& kernels = runtime::kernels();
+
+  if (kernels.runs_cpu_kernels()) {
+    if (plan.sync_reason.empty() && !needs_direct_run(plan, args)) {
+      if (const auto layouts = find_layouts(plan, args)) {
+        queue_call(plan, op, device, *layouts, stack);
+        return;
+      }
+      // The first call of its kind: CPU's errors and metadata, then cached.
+      std::vector<c10::IValue> key(args.begin(), args.end());
+      auto learned = run_direct(plan, op, device, stack);
+      remember_layouts(plan, key, std::move(learned));
+      return;
+    }
+    run_direct(plan, op, device, stack);
+    return;
+  }
+
+  if (plan.family == nullptr || !plan.sync_reason.empty()) {
+    // Not an operator the provider maps onto its library.
+    if (try_cpu_fallback(op, stack)) {
+      return;
+    }
+    runtime::AtenCall call{op, {args.begin(), args.end()}, {}, nullptr};
+    check_supported(plan.name.c_str(), kernels.aten_unsupported(call));
+    TORCH_CHECK_NOT_IMPLEMENTED(false, plan.name, " on infini (",
+                                provider_label(), "): no kernel");
+  }
+  check_dtype(plan, args);
+  const auto layouts = output_layouts(plan, op, args);
+  queue_call(plan, op, device, *layouts, stack);
 }
 
 }  // namespace
@@ -307,12 +368,17 @@ void run_family_kernel(const c10::OperatorHandle& op,
   aten_kernel(op, c10::DispatchKeySet(), stack);
 }
 
+torch::CppFunction generic_aten_kernel() {
+  return torch::CppFunction::makeFromBoxedFunction<&aten_kernel>();
+}
+
+// The Infini provider's families: registered statically, like every infini
+// kernel (the generic registration at load adds the rest).
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const auto& family : runtime::aten_op_families()) {
     for (const auto& overload : family.overloads) {
       const std::string name = overload.substr(overload.find("::") + 2);
-      m.impl(name.c_str(),
-             torch::CppFunction::makeFromBoxedFunction<&aten_kernel>());
+      m.impl(name.c_str(), generic_aten_kernel());
     }
   }
 }

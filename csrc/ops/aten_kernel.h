@@ -6,6 +6,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <torch/library.h>
 
 namespace torch_infini::ops {
 
@@ -13,5 +14,8 @@ namespace torch_infini::ops {
 // `stack` as the family kernel does: CPU's checks, type promotion and output
 // layout, then the provider.
 void run_family_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// The generic kernel, for registration (ops/aten_registry.cpp).
+torch::CppFunction generic_aten_kernel();
 
 }  // namespace torch_infini::ops

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "core/InfiniFunctions.h"
+#include "ops/aten_layouts.h"
 
 namespace torch_infini::ops {
 namespace {
@@ -27,6 +28,9 @@ class MetaArgs {
         list.push_back(meta_of(t));
       }
       return list;
+    }
+    if (value.isDevice() && value.toDevice().type() == kInfini) {
+      return c10::Device(at::kMeta);  // a factory's device
     }
     return value;
   }
@@ -87,8 +91,8 @@ std::optional<std::vector<int64_t>> elementwise_strides(
 
 // Runs the call on meta tensors: CPU's checks (raising its errors) and the
 // outputs' metadata as CPU computes it.
-std::vector<Layout> run_on_meta(const Plan& plan, const c10::OperatorHandle& op,
-                                c10::ArrayRef<c10::IValue> args) {
+Layouts run_on_meta(const Plan& plan, const c10::OperatorHandle& op,
+                    c10::ArrayRef<c10::IValue> args) {
   MetaArgs metas;
   torch::jit::Stack meta_stack;
   meta_stack.reserve(args.size());
@@ -99,7 +103,7 @@ std::vector<Layout> run_on_meta(const Plan& plan, const c10::OperatorHandle& op,
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     op.callBoxed(meta_stack);
   }
-  const auto layout_of = [&](const at::Tensor& meta, bool resized) {
+  const auto meta_layout = [&](const at::Tensor& meta, bool resized) {
     Layout layout;
     layout.defined = meta.defined();
     if (!layout.defined) {
@@ -108,132 +112,62 @@ std::vector<Layout> run_on_meta(const Plan& plan, const c10::OperatorHandle& op,
     layout.sizes = meta.sizes().vec();
     layout.dtype = meta.scalar_type();
     std::optional<std::vector<int64_t>> strides;
-    if (plan.family->elementwise && resized) {
+    if (plan.elementwise && resized) {
       strides = elementwise_strides(args, plan.written, meta.sizes());
     }
     layout.strides = strides ? *strides : meta.strides().vec();
     return layout;
   };
-  std::vector<Layout> layouts;
-  if (plan.written.empty()) {
-    for (const auto& result : meta_stack) {
-      TORCH_INTERNAL_ASSERT(result.isTensor(), plan.name,
-                            ": only tensor results are supported");
-      layouts.push_back(layout_of(result.toTensor(), /*resized=*/true));
-    }
-    return layouts;
-  }
+  Layouts layouts;
   for (size_t w : plan.written) {
+    ResultLayout r;
     if (!args[w].isTensor()) {
-      layouts.emplace_back();  // a tensor list, written in place
+      r.is_list = true;  // a tensor list, written in place
+      layouts.push_back(std::move(r));
       continue;
     }
     // The meta run resized a meta twin of `out` as CPU would (warning where
     // CPU warns); a resized elementwise result takes its inputs' layout.
     const at::Tensor& out = args[w].toTensor();
     const at::Tensor& meta = metas.meta_of(out);
-    layouts.push_back(layout_of(meta, out.sizes() != meta.sizes()));
+    r.tensors.push_back(meta_layout(meta, out.sizes() != meta.sizes()));
+    layouts.push_back(std::move(r));
+  }
+  for (size_t i = 0; i < meta_stack.size(); ++i) {
+    if (returns_written(op.schema(), i)) {
+      continue;
+    }
+    const c10::IValue& result = meta_stack[i];
+    ResultLayout r;
+    if (result.isTensorList()) {
+      r.is_list = true;
+      for (const at::Tensor& t : result.toTensorList()) {
+        r.tensors.push_back(meta_layout(t, /*resized=*/true));
+      }
+    } else {
+      TORCH_INTERNAL_ASSERT(result.isTensor() || result.isNone(), plan.name,
+                            ": only tensor results are supported");
+      r.tensors.push_back(meta_layout(
+          result.isTensor() ? result.toTensor() : at::Tensor(), true));
+    }
+    layouts.push_back(std::move(r));
   }
   return layouts;
 }
 
-// What a meta run depends on: every argument's metadata and value, tensors
-// by sizes, strides and dtype (a CPU scalar by dtype alone). False where an
-// argument is of a kind not keyed (the call then always runs on meta).
-bool append_key(std::string& key, const c10::IValue& value) {
-  const auto bytes = [&](const void* p, size_t n) {
-    key.append(static_cast<const char*>(p), n);
-  };
-  const auto tensor = [&](const at::Tensor& t) {
-    key.push_back(!t.defined() ? 'u' : t.device().is_cpu() ? 'c' : 't');
-    if (!t.defined()) {
-      return;
-    }
-    const auto dtype = t.scalar_type();
-    bytes(&dtype, sizeof(dtype));
-    if (t.device().is_cpu()) {
-      key.push_back(t.unsafeGetTensorImpl()->is_wrapped_number() ? 'w' : 'n');
-      return;
-    }
-    const int64_t dim = t.dim();
-    bytes(&dim, sizeof(dim));
-    bytes(t.sizes().data(), dim * sizeof(int64_t));
-    bytes(t.strides().data(), dim * sizeof(int64_t));
-  };
-  if (value.isTensor()) {
-    tensor(value.toTensor());
-  } else if (value.isTensorList()) {
-    key.push_back('L');
-    for (const at::Tensor& t : value.toTensorList()) {
-      tensor(t);
-    }
-    key.push_back(';');
-  } else if (value.isNone()) {
-    key.push_back('N');
-  } else if (value.isInt()) {
-    key.push_back('i');
-    const int64_t v = value.toInt();
-    bytes(&v, sizeof(v));
-  } else if (value.isDouble()) {
-    key.push_back('d');
-    const double v = value.toDouble();
-    bytes(&v, sizeof(v));
-  } else if (value.isBool()) {
-    key.push_back(value.toBool() ? 'B' : 'b');
-  } else if (value.isIntList()) {
-    key.push_back('I');
-    for (const int64_t v : value.toIntList()) {
-      bytes(&v, sizeof(v));
-    }
-    key.push_back(';');
-  } else if (value.isString()) {
-    key.push_back('s');
-    key += value.toStringRef();
-    key.push_back(';');
-  } else {
-    return false;
-  }
-  return true;
-}
-
 }  // namespace
 
-// Output metadata of a call, from its meta run or, when the same call
-// (same operator, argument metadata and values) ran before on this thread,
-// from a cache: Python's meta functions cost far more than the launch.
-// A hit allocates nothing: the key is built in a per-thread buffer and the
-// entry is shared, so it outlives a cache cleared by a later call.
-std::shared_ptr<const std::vector<Layout>> output_layouts(
-    const Plan& plan, const c10::OperatorHandle& op,
-    c10::ArrayRef<c10::IValue> args) {
-  constexpr size_t kMaxEntries = 4096;
-  thread_local std::unordered_map<std::string,
-                                  std::shared_ptr<const std::vector<Layout>>>
-      cache;
-  thread_local std::string buffer;
-  buffer.clear();
-  const Plan* plan_address = &plan;
-  buffer.append(reinterpret_cast<const char*>(&plan_address),
-                sizeof(plan_address));
-  bool keyed = true;
-  for (const auto& value : args) {
-    keyed = keyed && append_key(buffer, value);
+// Output metadata of a call from its meta run or, when the same call ran
+// before on this thread, from the cache: Python's meta functions cost far
+// more than the launch.
+std::shared_ptr<const Layouts> output_layouts(const Plan& plan,
+                                              const c10::OperatorHandle& op,
+                                              c10::ArrayRef<c10::IValue> args) {
+  if (auto cached = find_layouts(plan, args)) {
+    return cached;
   }
-  if (keyed) {
-    const auto it = cache.find(buffer);
-    if (it != cache.end()) {
-      return it->second;
-    }
-  }
-  std::string key = buffer;  // the meta run may reach this function again
-  auto layouts = std::make_shared<const std::vector<Layout>>(
-      run_on_meta(plan, op, args));
-  if (keyed) {
-    if (cache.size() >= kMaxEntries) {
-      cache.clear();
-    }
-    cache.emplace(std::move(key), layouts);
-  }
+  auto layouts = std::make_shared<const Layouts>(run_on_meta(plan, op, args));
+  remember_layouts(plan, args, layouts);
   return layouts;
 }
 

@@ -1,33 +1,24 @@
 #pragma once
 
-// The output metadata of an op-family call: from a run on meta tensors
-// (CPU's checks and shapes), cached per thread by the call's argument
-// metadata and values.
+// The output metadata of a generic-kernel call from a run on meta tensors
+// (CPU's shape checks and shapes), for providers that cannot run CPU kernels
+// over device memory (the Infini stack). Cached like every call's layouts
+// (ops/aten_layouts.h).
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 
 #include <memory>
-#include <vector>
 
 #include "ops/aten_plan.h"
 
 namespace torch_infini::ops {
 
-// The metadata of one output: a functional result, or an out=/in-place
-// argument after CPU's resizing.
-struct Layout {
-  bool defined = false;
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;
-  c10::ScalarType dtype = c10::ScalarType::Undefined;
-};
-
-// Raises CPU's errors for a bad call; otherwise returns its outputs'
-// metadata (functional: each result; out=/in-place: each written argument,
-// after CPU's resizing; an undefined Layout for a tensor list).
-std::shared_ptr<const std::vector<Layout>> output_layouts(
-    const Plan& plan, const c10::OperatorHandle& op,
-    c10::ArrayRef<c10::IValue> args);
+// Raises the meta function's errors for a bad call; otherwise returns its
+// outputs' metadata (functional: each result; out=/in-place: each written
+// argument, after CPU's resizing).
+std::shared_ptr<const Layouts> output_layouts(const Plan& plan,
+                                              const c10::OperatorHandle& op,
+                                              c10::ArrayRef<c10::IValue> args);
 
 }  // namespace torch_infini::ops

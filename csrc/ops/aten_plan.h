@@ -1,8 +1,8 @@
 #pragma once
 
-// What the op-family kernel (ops/aten_kernel.cpp) and its metadata step
-// (ops/aten_meta.cpp) share: how a registered overload is run, and a walk
-// over a call's tensor arguments.
+// What the generic kernel (ops/aten_kernel.cpp) and its metadata steps
+// (ops/aten_layouts.cpp, ops/aten_meta.cpp) share: how a registered overload
+// is run, the outputs' metadata, and a walk over a call's tensor arguments.
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -19,15 +19,101 @@ namespace torch_infini::ops {
 // How one registered overload is run.
 struct Plan {
   std::string name;  // "aten::mul.out"
+  // The op family the Infini provider maps onto InfiniOps, if any.
   const runtime::AtenOpFamily* family = nullptr;
   std::vector<size_t> written;  // arguments it writes (self_, out=)
+  std::vector<bool> written_out;  // per written argument: kwarg-only out=
   // For a functional overload: its out= twin, which the provider runs into
   // the outputs allocated here; without one, the functional overload runs
   // and its results are copied into them.
   std::optional<c10::OperatorHandle> out_twin;
+  // Non-empty: every call synchronizes and runs directly (ops/aten_registry.h).
+  std::string sync_reason;
+  // Elementwise results take their inputs' layout (the meta path's fix-up).
+  bool elementwise = false;
 };
 
-// f(tensor, argument index) for every tensor of `args`, list elements too.
+// The metadata of one output tensor: a functional result, or an out= or
+// in-place argument after CPU's resizing.
+struct Layout {
+  bool defined = false;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+};
+
+// One written argument (a tensor list written in place has no layouts), or
+// one new result (a tensor, or a tensor list).
+struct ResultLayout {
+  bool is_list = false;
+  std::vector<Layout> tensors;
+};
+// A call's outputs: its written arguments, in order, then its new results
+// (the returns that are not written arguments), in order.
+using Layouts = std::vector<ResultLayout>;
+
+// Whether the schema's return `i` is one of the written arguments.
+inline bool returns_written(const c10::FunctionSchema& schema, size_t i) {
+  const auto* alias = schema.returns()[i].alias_info();
+  return alias != nullptr && alias->isWrite();
+}
+
+// The layout of `t` (undefined: no layout).
+inline Layout layout_of(const at::Tensor& t) {
+  Layout layout;
+  layout.defined = t.defined();
+  if (layout.defined) {
+    layout.sizes = t.sizes().vec();
+    layout.strides = t.strides().vec();
+    layout.dtype = t.scalar_type();
+  }
+  return layout;
+}
+
+// The layouts of a new result (a tensor, a tensor list, or None).
+inline ResultLayout result_layout(const c10::IValue& value) {
+  ResultLayout r;
+  if (value.isTensorList()) {
+    r.is_list = true;
+    for (const at::Tensor& t : value.toTensorList()) {
+      r.tensors.push_back(layout_of(t));
+    }
+  } else {
+    r.tensors.push_back(layout_of(value.isTensor() ? value.toTensor()
+                                                   : at::Tensor()));
+  }
+  return r;
+}
+
+// `out` given `sizes` and `strides`, the way CPU resizes an out= argument.
+// Strides that need more memory than the sizes alone (a CPU kernel that
+// pads its output's leading dimension) grow the storage first.
+inline void match_layout(at::Tensor& out, at::IntArrayRef sizes,
+                         at::IntArrayRef strides) {
+  if (out.sizes() != sizes) {
+    out.resize_(sizes);
+  }
+  if (out.strides() != strides) {
+    int64_t extent = 1;  // elements from the first to the last, plus one
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (sizes[i] == 0) {
+        extent = 0;
+        break;
+      }
+      extent += (sizes[i] - 1) * strides[i];
+    }
+    const int64_t available =
+        static_cast<int64_t>(out.storage().nbytes() / out.element_size()) -
+        out.storage_offset();
+    if (extent > available) {
+      out.resize_({extent});
+    }
+    out.as_strided_(sizes, strides);
+  }
+}
+
+// f(tensor, argument index) for every tensor of `args`, list elements too
+// (Tensor[] and Tensor?[]).
 template <typename F>
 void for_each_tensor(c10::ArrayRef<c10::IValue> args, F&& f) {
   for (size_t i = 0; i < args.size(); ++i) {
@@ -36,6 +122,12 @@ void for_each_tensor(c10::ArrayRef<c10::IValue> args, F&& f) {
     } else if (args[i].isTensorList()) {
       for (const at::Tensor& t : args[i].toTensorList()) {
         f(t, i);
+      }
+    } else if (args[i].isList()) {
+      for (const c10::IValue& element : args[i].toListRef()) {
+        if (element.isTensor()) {
+          f(element.toTensor(), i);
+        }
       }
     }
   }

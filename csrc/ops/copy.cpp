@@ -182,6 +182,14 @@ void device_to_host(const at::Tensor& src, const at::Tensor& dst,
   }
 }
 
+// `t`'s memory as stored: an alias without conjugate and negative bits.
+at::Tensor stored_values(const at::Tensor& t) {
+  at::Tensor raw = t.alias();
+  raw._set_conj(false);
+  raw._set_neg(false);
+  return raw;
+}
+
 at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst,
                       bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), kCopyOp,
@@ -189,8 +197,20 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst,
   if (dst.numel() == 0) {
     return dst;
   }
-  TORCH_CHECK(!self.is_complex() && !dst.is_complex(), kCopyOp,
-              " on infini: complex dtypes are not supported");
+  if (self.is_conj() != dst.is_conj() || self.is_neg() != dst.is_neg()) {
+    // Conjugate and negative views (complex tensors): copy the stored
+    // values, then apply what the two views' bits disagree on.
+    const at::Tensor raw_src = stored_values(self);
+    at::Tensor raw_dst = stored_values(dst);
+    _copy_from(raw_src, raw_dst, non_blocking);
+    if (self.is_conj() != dst.is_conj() && dst.is_complex()) {
+      raw_dst.conj_physical_();
+    }
+    if (self.is_neg() != dst.is_neg()) {
+      raw_dst.neg_();
+    }
+    return dst;
+  }
   const bool from_device = self.device().type() == kInfini;
   const bool to_device = dst.device().type() == kInfini;
   // Checked now, as on the CPU, not when the queued copy runs.
@@ -246,6 +266,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(_copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(_copy_from_and_resize));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+}
+
+// _copy_from sees conjugate and negative views as they are and applies their
+// bits itself: through the conjugate fallback it would clone its input, and
+// a clone is a copy, which is a _copy_from again (endlessly).
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace torch_infini::ops

@@ -83,6 +83,16 @@ bool random_by_name(const std::string& qualified) {
   return false;
 }
 
+}  // namespace
+
+bool is_random_operator(const c10::FunctionSchema& schema) {
+  return std::any_of(schema.arguments().begin(), schema.arguments().end(),
+                     is_generator) ||
+      random_by_name(schema.name());
+}
+
+namespace {
+
 bool has_tensor(const c10::IValue& value) {
   if (value.isTensor()) {
     return value.toTensor().defined();
@@ -111,9 +121,7 @@ std::string structural_refusal(const c10::OperatorHandle& op,
              "does not run it.";
     }
   }
-  const bool generator = std::any_of(schema.arguments().begin(),
-                                     schema.arguments().end(), is_generator);
-  if (generator || random_by_name(schema.name())) {
+  if (is_random_operator(schema)) {
     return "It is a random operator: on the CPU it would draw from the CPU "
            "generator, not the device's, so the opt-in CPU fallback does not "
            "run it. Create random tensors on the CPU and copy them to the "
@@ -276,6 +284,27 @@ bool try_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&infini_fallback>());
+}
+
+namespace {
+
+void refuse_sparse(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false, op.schema().operator_name(),
+      " on infini: sparse layouts are not supported on the infini device; "
+      "use dense (strided) tensors (.to_dense()), or run sparse code on the "
+      "CPU");
+}
+
+}  // namespace
+
+// Sparse tensors on infini: every operator says so, naming itself.
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>());
+}
+
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>());
 }
 
 }  // namespace torch_infini::ops

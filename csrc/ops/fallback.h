@@ -14,4 +14,8 @@ namespace torch_infini::ops {
 // false, leaving `stack` untouched, otherwise.
 bool try_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// Whether `schema` is a random operator: it takes a Generator, or is random
+// by name (normal, rand*, dropout, ...; backward formulas are not).
+bool is_random_operator(const c10::FunctionSchema& schema);
+
 }  // namespace torch_infini::ops

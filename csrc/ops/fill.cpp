@@ -2,6 +2,7 @@
 // nn.Module buffers reach these.
 
 #include <ATen/Dispatch.h>
+#include <ATen/Dispatch_v2.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
@@ -15,9 +16,11 @@ namespace {
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   // Checked now, on the calling thread, with the conversion the CPU kernel
   // uses (a value that overflows the dtype raises), not later on a stream.
-  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool,
-                             self.scalar_type(), "fill_",
-                             [&] { (void)value.to<scalar_t>(); });
+  AT_DISPATCH_V2(self.scalar_type(), "fill_",
+                 AT_WRAP([&] { (void)value.to<scalar_t>(); }),
+                 AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16,
+                 at::kBool, at::kComplexHalf, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES),
+                 AT_EXPAND(AT_FLOAT8_TYPES));
   if (self.numel() == 0) {
     return self;
   }

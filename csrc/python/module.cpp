@@ -1,6 +1,7 @@
 // torch_infini._C: the Python face of the extension. Thin bindings only; the
 // behaviour lives in core/, ops/ and runtime/.
 
+#include "ops/aten_registry.h"
 #include <c10/core/Stream.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/Generator.h>
@@ -128,6 +129,8 @@ py::dict memory_stats(int64_t device) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace torch_infini;
   register_hooks();
+  // After every static registration of the infini kernels, which it keeps.
+  ops::register_generic_aten_kernels();
 
   m.def("_infini_stack_compiled", &runtime::infini_stack_compiled);
   m.def("_is_in_bad_fork", &runtime::in_bad_fork);

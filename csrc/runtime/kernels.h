@@ -145,9 +145,25 @@ class OpKernels {
   virtual std::string fill_unsupported(const FillArgs& args) const = 0;
   virtual void fill(int device, StreamHandle stream, const FillArgs& args) = 0;
 
-  // The ATen operator families of runtime/aten_ops.h.
+  // Generic ATen calls (ops/aten_kernel.cpp). A provider that does not run
+  // CPU kernels serves the families of runtime/aten_ops.h it maps onto its
+  // library, and refuses the rest with a reason.
   virtual std::string aten_unsupported(const AtenCall& call) const = 0;
   virtual void aten(int device, StreamHandle stream, AtenCall call) = 0;
+
+  // Whether the provider runs ATen's CPU kernels over device memory (the
+  // host runtime): it then runs every ATen operator that has a CPU kernel,
+  // and can run a call directly (aten_now).
+  virtual bool runs_cpu_kernels() const { return false; }
+  // Runs `op` on the calling thread, now, over `stack`: its device tensors
+  // become CPU tensors over the same memory (tensors sharing memory still
+  // share it), and the stack then holds the returns, tensors on the CPU.
+  // The caller has synchronized the stream. Only where runs_cpu_kernels().
+  virtual void aten_now(const c10::OperatorHandle& op,
+                        torch::jit::Stack& stack) {
+    TORCH_CHECK(false, op.operator_name(),
+                ": this provider cannot run CPU kernels over device memory");
+  }
 };
 
 // The selected provider's kernels.

@@ -5,6 +5,10 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <c10/core/CPUAllocator.h>
+
+#include <optional>
+#include <unordered_map>
 
 #include "runtime/host/host_provider.h"
 #include "runtime/kernels.h"
@@ -19,29 +23,130 @@ at::Tensor alias(const TensorArg& t) {
                        at::TensorOptions().dtype(t.dtype).device(at::kCPU));
 }
 
-// The CPU view of one argument of an ATen call: device tensors become
-// aliases of their memory (made now, read only on the worker); everything
-// else, CPU 0-dim scalars included, is passed as is.
-c10::IValue alias_value(const c10::IValue& value) {
-  const auto alias_tensor = [](const at::Tensor& t) {
+// CPU views of a call's device tensors: each becomes a CPU tensor over the
+// same memory (made now, read only where the kernel runs, while the
+// allocator keeps the memory alive), with its conjugate and negative bits.
+// Tensors sharing a device storage share one CPU storage, so CPU's kernels
+// see the aliasing (and refuse or handle overlaps as on the CPU).
+class Aliases {
+ public:
+  c10::IValue convert(const c10::IValue& value) {
+    if (value.isTensor()) {
+      return of(value.toTensor());
+    }
+    if (value.isTensorList()) {
+      c10::List<at::Tensor> list;
+      list.reserve(value.toTensorList().size());
+      for (const at::Tensor& t : value.toTensorList()) {
+        list.push_back(of(t));
+      }
+      return list;
+    }
+    if (value.isList() && value.toList().elementType()->kind() ==
+                              c10::TypeKind::OptionalType) {  // Tensor?[]
+      c10::List<std::optional<at::Tensor>> list;
+      for (const c10::IValue& element : value.toListRef()) {
+        list.push_back(element.isTensor()
+                           ? std::optional<at::Tensor>(of(element.toTensor()))
+                           : std::nullopt);
+      }
+      return list;
+    }
+    if (value.isDevice() && !value.toDevice().is_cpu()) {
+      return c10::Device(at::kCPU);  // a factory's device
+    }
+    return value;
+  }
+
+  at::Tensor of(const at::Tensor& t) {
     if (!t.defined() || t.device().is_cpu()) {
       return t;
     }
-    return at::from_blob(t.numel() == 0 ? nullptr : t.data_ptr(), t.sizes(),
-                         t.strides(), t.options().device(at::kCPU));
-  };
-  if (value.isTensor()) {
-    return alias_tensor(value.toTensor());
-  }
-  if (value.isTensorList()) {
-    c10::List<at::Tensor> list;
-    list.reserve(value.toTensorList().size());
-    for (const at::Tensor& t : value.toTensorList()) {
-      list.push_back(alias_tensor(t));
+    const c10::StorageImpl* key = t.storage().unsafeGetStorageImpl();
+    auto& storage = storages_[key];
+    if (!storage) {
+      void* data = t.storage().mutable_data();
+      // Resizable into host memory: see WrittenArgs.
+      storage = c10::Storage(
+          c10::Storage::use_byte_size_t(), t.storage().nbytes(),
+          at::DataPtr(data, data, [](void*) {}, at::kCPU),
+          c10::GetCPUAllocator(), /*resizable=*/true);
     }
-    return list;
+    // Built directly, not through the dispatcher: this runs per argument
+    // of every queued call.
+    auto impl = c10::make_intrusive<c10::TensorImpl>(
+        c10::Storage(*storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
+        t.dtype());
+    impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+    at::Tensor alias(std::move(impl));
+    alias._set_conj(t.is_conj());
+    alias._set_neg(t.is_neg());
+    return alias;
   }
-  return value;
+
+ private:
+  std::unordered_map<const c10::StorageImpl*, std::optional<c10::Storage>>
+      storages_;
+};
+
+// The written tensor arguments of a queued call. A CPU out= kernel may use
+// its output as scratch of another shape (huber_loss.out: elementwise loss,
+// then the reduction): the alias's storage then grows into host memory, and
+// the final value is copied back into the device memory. A final shape the
+// call's metadata did not foresee fails loudly, never truncates.
+struct WrittenArgs {
+  struct Arg {
+    at::Tensor used;  // what the kernel writes (its storage may move)
+    at::Tensor home;  // the device memory, as laid out before the call
+  };
+  std::vector<Arg> args;
+
+  WrittenArgs(const c10::FunctionSchema& schema, const torch::jit::Stack& stack) {
+    for (size_t i = 0; i < schema.arguments().size() && i < stack.size();
+         ++i) {
+      const auto* alias = schema.arguments()[i].alias_info();
+      if (alias != nullptr && alias->isWrite() && stack[i].isTensor()) {
+        const at::Tensor& t = stack[i].toTensor();
+        args.push_back({t, at::from_blob(t.numel() == 0 ? nullptr : t.data_ptr(),
+                                         t.sizes(), t.strides(), t.options())});
+      }
+    }
+  }
+
+  void finish(const c10::OperatorName& op) const {
+    for (const auto& [used, home] : args) {
+      TORCH_CHECK(used.sizes() == home.sizes(), op,
+                  " on infini: the CPU kernel resized an output from ",
+                  home.sizes(), " to ", used.sizes(), ", which the call's "
+                  "metadata did not foresee (the result's shape depends on "
+                  "the data); please report it");
+      if (used.numel() > 0 && used.data_ptr() != home.data_ptr()) {
+        home.copy_(used);
+      }
+    }
+  }
+};
+
+// The new results an overload left on the stack (its returns that are not
+// written arguments), flattened.
+std::vector<at::Tensor> flat_results(const c10::FunctionSchema& schema,
+                                     const torch::jit::Stack& stack) {
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < stack.size(); ++i) {
+    const auto* written = schema.returns()[i].alias_info();
+    if (written != nullptr && written->isWrite()) {
+      continue;
+    }
+    const c10::IValue& value = stack[i];
+    if (value.isTensorList()) {
+      for (const at::Tensor& t : value.toTensorList()) {
+        out.push_back(t);
+      }
+    } else {
+      out.push_back(value.isTensor() ? value.toTensor() : at::Tensor());
+    }
+  }
+  return out;
 }
 
 template <typename T>
@@ -122,26 +227,58 @@ class HostKernels final : public OpKernels {
     return {};  // ATen's CPU kernels run every call the ops layer accepts
   }
 
+  bool runs_cpu_kernels() const override { return true; }
+
+  void aten_now(const c10::OperatorHandle& op,
+                torch::jit::Stack& stack) override {
+    Aliases aliases;
+    for (c10::IValue& value : stack) {
+      value = aliases.convert(value);
+    }
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    op.callBoxed(stack);
+  }
+
   void aten(int device, StreamHandle stream, AtenCall call) override {
+    Aliases aliases;
     torch::jit::Stack args;
     args.reserve(call.args.size());
     for (const c10::IValue& value : call.args) {
-      args.push_back(alias_value(value));
+      args.push_back(aliases.convert(value));
     }
     std::vector<at::Tensor> results_into;
     for (const at::Tensor& t : call.results_into) {
-      results_into.push_back(alias_value(t).toTensor());
+      results_into.push_back(aliases.of(t));
     }
+    WrittenArgs written(call.op.schema(), args);
     provider_.stream(device, stream)
         .enqueue([op = call.op, args = std::move(args),
-                  results_into = std::move(results_into)]() mutable {
+                  results_into = std::move(results_into),
+                  written = std::move(written)]() mutable {
           at::AutoDispatchBelowADInplaceOrView below_autograd;
           op.callBoxed(args);
-          // A functional overload leaves its results on the stack.
-          for (size_t i = 0; i < results_into.size(); ++i) {
-            if (results_into[i].defined()) {
-              results_into[i].copy_(args[i].toTensor());
+          written.finish(op.operator_name());
+          if (results_into.empty()) {
+            return;
+          }
+          // A functional overload leaves its results on the stack: they
+          // must be what the outputs were allocated for.
+          const auto results = flat_results(op.schema(), args);
+          TORCH_CHECK(results.size() == results_into.size(),
+                      op.operator_name(), " on infini: ", results.size(),
+                      " results where ", results_into.size(), " were expected");
+          for (size_t i = 0; i < results.size(); ++i) {
+            at::Tensor& into = results_into[i];
+            if (!into.defined()) {
+              continue;
             }
+            TORCH_CHECK(results[i].defined() &&
+                            results[i].sizes() == into.sizes() &&
+                            results[i].scalar_type() == into.scalar_type(),
+                        op.operator_name(), " on infini: result ", i,
+                        " differs from the call's metadata (the result's "
+                        "shape depends on the data); please report it");
+            into.copy_(results[i]);
           }
         });
   }

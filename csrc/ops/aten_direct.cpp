@@ -1,0 +1,157 @@
+#include "ops/aten_direct.h"
+
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "core/InfiniFunctions.h"
+#include "ops/common.h"
+#include "runtime/kernels.h"
+#include "runtime/runtime.h"
+
+namespace torch_infini::ops {
+namespace {
+
+bool overlaps(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.defined() || !b.defined() || a.device() != b.device() ||
+      !a.has_storage() || !b.has_storage() || a.numel() == 0 ||
+      b.numel() == 0) {
+    return false;
+  }
+  return at::get_overlap_status(a, b) != at::MemOverlapStatus::No;
+}
+
+// Whether `args[w]` overlaps a tensor of another argument.
+bool overlaps_others(c10::ArrayRef<c10::IValue> args, size_t w) {
+  const at::Tensor& out = args[w].toTensor();
+  bool found = false;
+  for_each_tensor(args, [&](const at::Tensor& t, size_t i) {
+    found = found || (i != w && overlaps(out, t));
+  });
+  return found;
+}
+
+bool is_mask(const at::Tensor& t) {
+  return t.defined() &&
+      (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte);
+}
+
+// A CPU result as a new infini tensor of the same layout.
+at::Tensor to_device(const at::Tensor& t, c10::Device device) {
+  if (!t.defined()) {
+    return t;
+  }
+  at::Tensor source = t.resolve_conj().resolve_neg();
+  const bool dense = source.is_non_overlapping_and_dense();
+  at::Tensor out = dense
+      ? at::empty_strided(source.sizes(), source.strides(),
+                          source.options().device(device))
+      : at::empty(source.sizes(), source.options().device(device));
+  if (out.numel() > 0) {
+    out.copy_(source);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool needs_direct_run(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
+  for (size_t w : plan.written) {
+    if (args[w].isTensor() &&
+        (at::has_internal_overlap(args[w].toTensor()) ==
+             at::MemOverlap::Yes ||
+         overlaps_others(args, w))) {
+      return true;
+    }
+  }
+  for (const c10::IValue& value : args) {
+    if (value.isList() && !value.isTensorList()) {  // Tensor?[] indices
+      for (const c10::IValue& element : value.toListRef()) {
+        if (element.isTensor() && is_mask(element.toTensor())) {
+          return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
+std::shared_ptr<const Layouts> run_direct(const Plan& plan,
+                                          const c10::OperatorHandle& op,
+                                          c10::Device device,
+                                          torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  const std::vector<c10::IValue> args(stack->end() - nargs, stack->end());
+
+  // out= arguments that overlap nothing get CPU scratch tensors of their
+  // layout, which the CPU kernel may resize as it likes; the others stay
+  // aliases of device memory, so the kernel sees the overlap.
+  torch::jit::Stack cpu(args.begin(), args.end());
+  std::vector<std::pair<size_t, at::Tensor>> scratch;
+  for (size_t i = 0; i < plan.written.size(); ++i) {
+    const size_t w = plan.written[i];
+    if (plan.written_out[i] && args[w].isTensor() &&
+        !overlaps_others(args, w)) {
+      const at::Tensor& out = args[w].toTensor();
+      at::Tensor tmp = at::empty_strided(out.sizes(), out.strides(),
+                                         out.options().device(at::kCPU));
+      cpu[w] = tmp;
+      scratch.emplace_back(w, tmp);
+    }
+  }
+
+  runtime::provider().stream_synchronize(device.index(),
+                                         current_native_stream(device.index()));
+  runtime::kernels().aten_now(op, cpu);
+
+  for (auto& [w, tmp] : scratch) {
+    at::Tensor out = args[w].toTensor();
+    match_layout(out, tmp.sizes(), tmp.strides());
+    if (tmp.numel() > 0) {
+      out.copy_(tmp);
+    }
+  }
+
+  // Returns: written arguments as the caller passed them; new results as
+  // infini tensors.
+  auto layouts = std::make_shared<Layouts>();
+  for (size_t w : plan.written) {
+    ResultLayout r;
+    r.is_list = !args[w].isTensor();
+    if (!r.is_list) {
+      r.tensors.push_back(layout_of(args[w].toTensor()));
+    }
+    layouts->push_back(std::move(r));
+  }
+  std::vector<c10::IValue> returns;
+  size_t written_returned = 0;
+  for (size_t i = 0; i < schema.returns().size(); ++i) {
+    if (returns_written(schema, i)) {
+      returns.push_back(args[plan.written[written_returned++]]);
+      continue;
+    }
+    const c10::IValue& value = cpu[i];
+    if (value.isTensor()) {
+      returns.emplace_back(to_device(value.toTensor(), device));
+    } else if (value.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : value.toTensorList()) {
+        list.push_back(to_device(t, device));
+      }
+      returns.emplace_back(list);
+    } else {
+      returns.push_back(value);
+    }
+    layouts->push_back(result_layout(returns.back()));
+  }
+  torch::jit::drop(*stack, nargs);
+  for (auto& value : returns) {
+    stack->push_back(std::move(value));
+  }
+  return layouts;
+}
+
+}  // namespace torch_infini::ops

@@ -1,0 +1,126 @@
+#include "ops/aten_registry.h"
+
+#include <c10/core/DispatchKey.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "ops/aten_kernel.h"
+#include "ops/fallback.h"
+
+namespace torch_infini::ops {
+namespace {
+
+// Overloads whose results' shapes depend on the values (CUDA synchronizes
+// for them too). A call with a boolean or byte index tensor (x[mask],
+// x[mask] = v) is data-dependent as well: the kernel finds that per call.
+const std::set<std::string>& data_dependent() {
+  static const std::set<std::string> names = {
+      "aten::nonzero", "aten::nonzero.out", "aten::_unique", "aten::_unique2",
+      "aten::unique_dim", "aten::unique_consecutive",
+      "aten::unique_dim_consecutive", "aten::repeat_interleave.Tensor",
+      "aten::bincount", "aten::masked_select", "aten::masked_select.out",
+      "aten::_unique.out", "aten::_unique2.out", "aten::unique_dim.out",
+      "aten::unique_consecutive.out", "aten::unique_dim_consecutive.out",
+      "aten::repeat_interleave.Tensor_out", "aten::bincount.out"};
+  return names;
+}
+
+// CompositeExplicitAutograd overloads whose composite calls a CPU-only
+// DispatchStub with the tensor's device (so it cannot run on infini as a
+// composite): served like the overloads with CPU kernels.
+const std::set<std::string>& stub_composites() {
+  static const std::set<std::string> names = {"aten::conj_physical_"};
+  return names;
+}
+
+bool is_tensor_type(const c10::TypePtr& type) {
+  c10::TypePtr t = type;
+  if (const auto* optional = t->castRaw<c10::OptionalType>()) {
+    t = optional->getElementType();
+  }
+  if (t->kind() == c10::TypeKind::TensorType) {
+    return true;
+  }
+  if (const auto* list = t->castRaw<c10::ListType>()) {
+    return list->getElementType()->kind() == c10::TypeKind::TensorType;
+  }
+  return false;
+}
+
+std::string sync_reason_for(const c10::OperatorHandle& op) {
+  const std::string name = c10::toString(op.operator_name());
+  if (data_dependent().count(name)) {
+    return "its result's shape depends on the data";
+  }
+  for (const auto& ret : op.schema().returns()) {
+    if (!is_tensor_type(ret.real_type())) {
+      return "it returns a value to the host";
+    }
+  }
+  return "";
+}
+
+bool view_operator(const c10::FunctionSchema& schema) {
+  for (const auto& ret : schema.returns()) {
+    if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool eligible(const c10::OperatorHandle& op) {
+  if (!op.hasSchema() || op.schema().name().rfind("aten::", 0) != 0) {
+    return false;
+  }
+  using c10::DispatchKey;
+  const bool cpu = op.hasKernelForDispatchKey(DispatchKey::CPU) ||
+      stub_composites().count(c10::toString(op.operator_name()));
+  return cpu &&
+      !op.hasKernelForDispatchKey(DispatchKey::CompositeImplicitAutograd) &&
+      !op.hasKernelForDispatchKey(DispatchKey::PrivateUse1) &&
+      !view_operator(op.schema()) && !is_random_operator(op.schema());
+}
+
+std::vector<AtenEntry>& entries() {
+  static std::vector<AtenEntry> table;
+  return table;
+}
+
+}  // namespace
+
+void register_generic_aten_kernels() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Kept for the life of the process: dropping it would deregister.
+    static auto library = std::make_unique<torch::Library>(
+        torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+        __FILE__, __LINE__);
+    auto& table = entries();
+    for (const auto& name : c10::Dispatcher::singleton().getAllOpNames()) {
+      const auto op = c10::Dispatcher::singleton().findOp(name);
+      if (!op || !eligible(*op)) {
+        continue;
+      }
+      const std::string qualified = c10::toString(name);
+      library->impl(qualified.substr(6).c_str(), generic_aten_kernel());
+      table.push_back({qualified, sync_reason_for(*op)});
+    }
+    std::sort(table.begin(), table.end(),
+              [](const AtenEntry& a, const AtenEntry& b) {
+                return a.name < b.name;
+              });
+  });
+}
+
+const std::vector<AtenEntry>& generic_aten_entries() { return entries(); }
+
+std::string sync_reason_of(const c10::OperatorHandle& op) {
+  return sync_reason_for(op);
+}
+
+}  // namespace torch_infini::ops

@@ -1,0 +1,41 @@
+#pragma once
+
+// Which ATen overloads the generic kernel (ops/aten_kernel.cpp) serves, and
+// how each one runs. Read from the dispatcher's own table at load, never a
+// hand-kept list: every overload with a CPU kernel, except
+//   - CompositeImplicitAutograd overloads (their autograd formulas must stay
+//     in charge: a kernel of ours would bypass them),
+//   - overloads with an infini kernel of their own (copies, views, fills,
+//     factories, random operators, ...),
+//   - view operators (their result must share the input's storage; the ones
+//     with CPU kernels are registered in ops/views.cpp),
+//   - random operators (they would draw from the CPU's generator, not the
+//     device's; ops/random_*.cpp serve the ones PyTorch's code uses).
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <string>
+#include <vector>
+
+namespace torch_infini::ops {
+
+// One overload the generic kernel serves.
+struct AtenEntry {
+  std::string name;  // "aten::cos.out"
+  // Why every call waits for the stream and runs directly (the shape or
+  // value of its result depends on the data, or it returns no tensor);
+  // empty for the queued path.
+  std::string sync_reason;
+};
+
+// Registers the generic kernel for PrivateUse1 (once; at module load, after
+// the static registrations of the infini kernels, which it never replaces).
+void register_generic_aten_kernels();
+
+// Every overload registered by register_generic_aten_kernels, sorted.
+const std::vector<AtenEntry>& generic_aten_entries();
+
+// Why `op` always takes the synchronizing path; empty when it is queued.
+std::string sync_reason_of(const c10::OperatorHandle& op);
+
+}  // namespace torch_infini::ops
