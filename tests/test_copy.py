@@ -302,9 +302,19 @@ def test_zero_size_copies(shape, dtype):
     assert dev.clone().shape == cpu.shape
 
 
-def test_complex_copy_raises_naming_cause():
-    with pytest.raises(RuntimeError, match="complex"):
-        torch.ones(2, dtype=torch.complex64).to("infini")
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128, torch.complex32])
+def test_complex_copies_in_every_direction(dtype):
+    z = torch.randn(3, 4, dtype=torch.complex64).to(dtype)
+    d = z.to("infini")
+    torch.testing.assert_close(d.cpu(), z, rtol=0, atol=0)
+    torch.testing.assert_close(d.t().contiguous().cpu(), z.t().contiguous(), rtol=0, atol=0)
+    torch.testing.assert_close(d.conj().cpu(), z.conj(), rtol=0, atol=0)
+    torch.testing.assert_close(torch.neg(d.conj()).cpu(), torch.neg(z.conj()), rtol=0, atol=0)
+    # conjugate and negative views written into and read from
+    e = torch.empty_like(d)
+    e.conj().copy_(d)
+    torch.testing.assert_close(e.cpu(), z.conj(), rtol=0, atol=0)
+    torch.testing.assert_close(d.real.cpu(), z.real, rtol=0, atol=0)
 
 
 def test_copy_after_many_queued_ops_is_ordered():

@@ -70,11 +70,17 @@ def registered_operators() -> list[dict[str, Any]]:
     provider = info["provider"] if info["provider"] == "host" else f"{info['provider']}/{info['backend']}"
     # The support matrix of "aten::add.Tensor" holds for add_ and add.out too.
     limited = {_family(row["op"]): row for row in _C._op_support()}
+    generic = {row["op"]: row["sync_reason"] for row in _C._generic_aten_ops()}
     rows = []
     for name in sorted(torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")):
         namespace = name.split("::", 1)[0]
         if namespace in _OWN_NAMESPACES:
             note = f"native on {provider}"
+            if name in generic:
+                reason = generic[name]
+                note += (f", synchronizing ({reason})" if reason else ", queued") + (
+                    " (ATen's CPU kernel)" if info["provider"] == "host" else
+                    " where InfiniOps serves it, else refused (or the opt-in CPU fallback)")
             row = limited.get(_family(name))
             if row is not None:
                 note += f" (dtypes: {', '.join(row['dtypes'])}; kernel: {row['kernel']})"

@@ -140,6 +140,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "The support matrix of every operator the provider runs.");
 
   // The opt-in CPU fallback and the coverage record (torch_infini.fallback).
+  m.def("_generic_aten_ops", [] {
+    py::list out;
+    for (const auto& entry : ops::generic_aten_entries()) {
+      py::dict row;
+      row["op"] = entry.name;
+      row["sync_reason"] = entry.sync_reason;
+      out.append(row);
+    }
+    return out;
+  }, "The overloads the generic kernel serves, and why any synchronize.");
   m.def("_aten_op_families", [] {
     py::list out;
     for (const auto& family : runtime::aten_op_families()) {

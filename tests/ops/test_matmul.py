@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from infini_testing import DEV, FLOAT_IDS, FLOATS, matches_cpu, sample
+from infini_testing import on_host, DEV, FLOAT_IDS, FLOATS, matches_cpu, sample
 
 
 def rand(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:
@@ -75,9 +75,13 @@ def test_shape_and_dtype_errors_are_cpus():
             torch.mm(a, bad)
 
 
-def test_unsupported_dtype_names_the_operator_and_dtype():
+def test_integer_matmul_as_cpu_or_refused_naming_the_dtype():
+    a, b = sample((2, 2), torch.int64), sample((2, 2), torch.int64)
+    if on_host():
+        torch.testing.assert_close(torch.mm(a.to(DEV), b.to(DEV)).cpu(), torch.mm(a, b), rtol=0, atol=0)
+        return
     with pytest.raises(NotImplementedError, match=r"aten::mm.*dtype int64 is not supported.*float32"):
-        torch.mm(sample((2, 2), torch.int64).to(DEV), sample((2, 2), torch.int64).to(DEV))
+        torch.mm(a.to(DEV), b.to(DEV))
 
 
 def test_operands_on_two_devices_raise():

@@ -1,0 +1,150 @@
+"""Calls whose semantics once differed from CPU's: each is a regression test.
+
+An error CPU raises at the call is raised at the call on infini, with CPU's
+exception type and message (never later from an unrelated sync); outputs
+have CPU's dtypes; written outputs that overlap their inputs are refused or
+computed exactly as on CPU; only data-dependent errors (index values,
+integer division by zero) surface at the next synchronization, as on CUDA.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from infini_testing import DEV
+
+
+def _cpu_error(fn, *tensors):
+    try:
+        fn(*tensors)
+    except Exception as e:  # noqa: BLE001  (the oracle)
+        return e
+    raise AssertionError("CPU does not raise: the case is wrong")
+
+
+ERROR_CASES = {
+    "softmax_dim_out_of_range": (lambda x: torch.softmax(x, dim=5), lambda: [torch.randn(3, 4)]),
+    "masked_fill_float_mask": (lambda x, m: x.masked_fill_(m, 1.0), lambda: [torch.randn(3), torch.ones(3)]),
+    "index_select_float_index": (lambda x, i: torch.index_select(x, 0, i),
+                                 lambda: [torch.randn(3, 4), torch.tensor([0.0, 1.0])]),
+    "index_select_2d_index": (lambda x, i: torch.index_select(x, 0, i),
+                              lambda: [torch.randn(3, 4), torch.tensor([[0, 1]])]),
+    "index_select_dim_out_of_range": (lambda x, i: torch.index_select(x, 3, i),
+                                      lambda: [torch.randn(3, 4), torch.tensor([0])]),
+    "bitwise_and_floats": (lambda a, b: torch.bitwise_and(a, b), lambda: [torch.randn(3), torch.randn(3)]),
+    "pow_int_negative_exponent": (lambda x: torch.pow(x, -1), lambda: [torch.arange(1, 4)]),
+    "max_of_empty": (lambda x: x.max(), lambda: [torch.empty(0)]),
+    "min_of_empty": (lambda x: x.min(), lambda: [torch.empty(0)]),
+    "cat_of_0dim": (lambda a, b: torch.cat([a, b]), lambda: [torch.tensor(1.0), torch.tensor(2.0)]),
+    "index_select_out_is_its_input": (lambda x, i: torch.index_select(x, 0, i, out=x),
+                                      lambda: [torch.randn(4, 4), torch.tensor([1, 0, 3, 2])]),
+    "mm_dtype_mismatch": (lambda a, b: a @ b, lambda: [torch.randn(2, 3), torch.randn(3, 2, dtype=torch.float64)]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ERROR_CASES))
+def test_error_raised_at_the_call_like_cpu(case):
+    fn, make = ERROR_CASES[case]
+    cpu_inputs = make()
+    expected = _cpu_error(fn, *[t.clone() for t in cpu_inputs])
+    device_inputs = [t.to(DEV) for t in cpu_inputs]
+    with pytest.raises(type(expected)) as info:
+        fn(*device_inputs)  # no synchronization: raised at the call
+    assert str(info.value) == str(expected)
+    torch.infini.synchronize()  # and nothing is left pending
+
+
+def test_layer_norm_bfloat16_backward_has_cpu_dtypes():
+    x = torch.randn(4, 8, dtype=torch.bfloat16, requires_grad=True)
+    norm = torch.nn.LayerNorm(8, dtype=torch.bfloat16)
+    xd = x.detach().to(DEV).requires_grad_()
+    normd = torch.nn.LayerNorm(8, dtype=torch.bfloat16).to(DEV)
+    normd.load_state_dict(norm.state_dict())
+    out, outd = norm(x), normd(xd)
+    out.sum().backward()
+    outd.sum().backward()
+    torch.testing.assert_close(outd.cpu(), out)
+    torch.testing.assert_close(xd.grad.cpu(), x.grad)
+    torch.testing.assert_close(normd.weight.grad.cpu(), norm.weight.grad)
+    # The saved statistics have CPU's dtype (bfloat16 here).
+    _, mean, rstd = torch.native_layer_norm(xd.detach(), [8], None, None, 1e-5)
+    _, mean_cpu, rstd_cpu = torch.native_layer_norm(x.detach(), [8], None, None, 1e-5)
+    assert (mean.dtype, rstd.dtype) == (mean_cpu.dtype, rstd_cpu.dtype)
+
+
+def test_out_overlapping_input_elementwise_is_exact():
+    x = torch.randn(5, 5)
+    xd = x.to(DEV)
+    torch.mul(x, 2, out=x)
+    torch.mul(xd, 2, out=xd)
+    torch.testing.assert_close(xd.cpu(), x, rtol=0, atol=0)
+    y = torch.randn(6)
+    yd = y.to(DEV)
+    for op in ("add_", "mul_", "sub_"):  # partial overlap, written and read: CPU refuses
+        with pytest.raises(RuntimeError) as cpu:
+            getattr(y[1:], op)(y[:-1])
+        with pytest.raises(RuntimeError) as infini:
+            getattr(yd[1:], op)(yd[:-1])
+        assert str(infini.value) == str(cpu.value)
+    torch.testing.assert_close(yd.cpu(), y, rtol=0, atol=0)
+
+
+def test_index_out_of_range_reported_at_next_sync():
+    x = torch.randn(4, 3).to(DEV)
+    idx = torch.tensor([0, 7]).to(DEV)
+    x.index_select(0, torch.tensor([0, 1]).to(DEV))  # the first call of its kind runs directly
+    torch.infini.synchronize()
+    y = x.index_select(0, idx)  # queued: the values are read on the device
+    with pytest.raises(RuntimeError, match="index out of range|out of range"):
+        y.cpu()
+    torch.infini.synchronize()  # the error was reported once
+
+
+def test_integer_division_by_zero_reported_at_next_sync():
+    a = torch.arange(4).to(DEV)
+    b = torch.ones(4, dtype=torch.int64).to(DEV)
+    torch.div(a, b, rounding_mode="floor")  # first call of its kind
+    torch.infini.synchronize()
+    z = torch.zeros(4, dtype=torch.int64).to(DEV)
+    torch.div(a, z, rounding_mode="floor")
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        torch.infini.synchronize()
+
+
+def test_data_dependent_shapes_match_cpu():
+    x = torch.tensor([[0.0, 1.5, -2.0], [3.0, 0.0, 4.0]])
+    xd = x.to(DEV)
+    for fn in (torch.nonzero, lambda t: t[t > 0], torch.unique, lambda t: torch.masked_select(t, t < 1),
+               lambda t: t.flatten().to(torch.int64).abs().bincount(),
+               lambda t: torch.repeat_interleave(torch.tensor([1, 2]).to(t.device))):
+        torch.testing.assert_close(fn(xd).cpu(), fn(x))
+
+
+def test_boolean_index_put_matches_cpu():
+    x = torch.randn(4, 5)
+    xd = x.to(DEV)
+    x[x > 0] = 0
+    xd[xd > 0] = 0
+    torch.testing.assert_close(xd.cpu(), x, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_conjugate_views(dtype):
+    # Once a segfault: conj().resolve_conj() and vecdot on complex tensors.
+    z = torch.randn(4, dtype=dtype)
+    w = torch.randn(4, dtype=dtype)
+    zd, wd = z.to(DEV), w.to(DEV)
+    torch.testing.assert_close(torch.conj(zd).resolve_conj().cpu(), torch.conj(z).resolve_conj())
+    torch.testing.assert_close(torch.linalg.vecdot(zd, wd).cpu(), torch.linalg.vecdot(z, w))
+    torch.testing.assert_close(zd.conj().cpu(), z.conj())
+    torch.testing.assert_close(torch.view_as_real(zd).cpu(), torch.view_as_real(z))
+    torch.testing.assert_close(torch.view_as_complex(torch.view_as_real(zd)).cpu(), z)
+    e = torch.empty(4, dtype=dtype, device=DEV)
+    assert torch.conj(e).resolve_conj().shape == (4,)
+
+
+def test_sparse_layout_refused_naming_the_operator():
+    x = torch.randn(3, 3).to(DEV)
+    with pytest.raises(NotImplementedError, match="sparse layouts are not supported"):
+        x.to_sparse() + 1
