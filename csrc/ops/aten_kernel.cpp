@@ -347,14 +347,10 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
   }
 
   if (plan.family == nullptr || !plan.sync_reason.empty()) {
-    // Not an operator the provider maps onto its library.
-    if (try_cpu_fallback(op, stack)) {
-      return;
-    }
-    runtime::AtenCall call{op, {args.begin(), args.end()}, {}, nullptr};
-    check_supported(plan.name.c_str(), kernels.aten_unsupported(call));
-    TORCH_CHECK_NOT_IMPLEMENTED(false, plan.name, " on infini (",
-                                provider_label(), "): no kernel");
+    // Not an operator the provider maps onto its library: as if it had no
+    // kernel (the opt-in CPU fallback, where it can run it, or a refusal).
+    cpu_fallback_or_refuse(op, stack);
+    return;
   }
   check_dtype(plan, args);
   const auto layouts = output_layouts(plan, op, args);

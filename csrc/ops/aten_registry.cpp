@@ -80,8 +80,13 @@ bool eligible(const c10::OperatorHandle& op) {
   using c10::DispatchKey;
   const bool cpu = op.hasKernelForDispatchKey(DispatchKey::CPU) ||
       stub_composites().count(c10::toString(op.operator_name()));
-  return cpu &&
-      !op.hasKernelForDispatchKey(DispatchKey::CompositeImplicitAutograd) &&
+  // An overload with a CPU kernel besides its CompositeImplicitAutograd one
+  // (silu_backward, mish_backward) runs its CPU kernel on the CPU too, and
+  // its composite decides nothing about autograd there.
+  const bool only_composite =
+      op.hasKernelForDispatchKey(DispatchKey::CompositeImplicitAutograd) &&
+      !op.hasKernelForDispatchKey(DispatchKey::CPU);
+  return cpu && !only_composite &&
       !op.hasKernelForDispatchKey(DispatchKey::PrivateUse1) &&
       !view_operator(op.schema()) && !is_random_operator(op.schema());
 }

@@ -4,7 +4,8 @@
 // how each one runs. Read from the dispatcher's own table at load, never a
 // hand-kept list: every overload with a CPU kernel, except
 //   - CompositeImplicitAutograd overloads (their autograd formulas must stay
-//     in charge: a kernel of ours would bypass them),
+//     in charge: a kernel of ours would bypass them), unless they have a CPU
+//     kernel too, which the CPU runs instead of the composite,
 //   - overloads with an infini kernel of their own (copies, views, fills,
 //     factories, random operators, ...),
 //   - view operators (their result must share the input's storage; the ones

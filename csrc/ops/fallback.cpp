@@ -39,6 +39,11 @@ std::string no_kernel_message(const c10::OperatorHandle& op) {
   std::ostringstream out;
   out << "The infini device has no kernel for '" << op.schema().operator_name()
       << "' (provider " << provider_label() << ").";
+  if (provider_label() != "host") {
+    out << " InfiniOps has no kernel it maps this operator onto; the built-in "
+           "host runtime (TORCH_INFINI_PROVIDER=host) runs every ATen "
+           "operator that has a CPU kernel.";
+  }
   return out.str();
 }
 
@@ -272,6 +277,11 @@ void infini_fallback(const c10::OperatorHandle& op,
 }
 
 }  // namespace
+
+void cpu_fallback_or_refuse(const c10::OperatorHandle& op,
+                            torch::jit::Stack* stack) {
+  infini_fallback(op, stack);
+}
 
 bool try_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!fallback_policy::enabled() ||

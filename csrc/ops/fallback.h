@@ -14,6 +14,12 @@ namespace torch_infini::ops {
 // false, leaving `stack` untouched, otherwise.
 bool try_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// What an operator without a kernel on the provider gets: the opt-in CPU
+// fallback where it is on and can run the operator correctly; otherwise
+// NotImplementedError naming the operator and why.
+void cpu_fallback_or_refuse(const c10::OperatorHandle& op,
+                            torch::jit::Stack* stack);
+
 // Whether `schema` is a random operator: it takes a Generator, or is random
 // by name (normal, rand*, dropout, ...; backward formulas are not).
 bool is_random_operator(const c10::FunctionSchema& schema);

@@ -21,3 +21,11 @@ for _case in ("sparse.mm.reduce-float32-forward", "sparse.mm.reduce-float32-back
               "to_sparse-float32-forward", "to_sparse-float32-backward", "to_sparse-bfloat16-forward",
               "to_sparse-complex64-forward", "to_sparse-int64-forward"):
     KNOWN_FAILURES[_case] = _SPARSE
+
+_ONE_ROUNDING = (
+    "bfloat16 gradients one rounding step from CPU's (accumulation order in the Python chunked "
+    "implementation differs between the CPU tensors and device tensors it splits)")
+for _case in ("nn.functional.linear_cross_entropy.chunked-bfloat16-backward",
+              "nn.functional.linear_cross_entropy.chunked_none-bfloat16-backward",
+              "nn.functional.linear_cross_entropy.chunked_none-bfloat16-forward"):
+    KNOWN_FAILURES[_case] = _ONE_ROUNDING

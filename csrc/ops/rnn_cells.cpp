@@ -1,0 +1,109 @@
+// The fused RNN cells PyTorch's LSTM and GRU call for a PrivateUse1 device
+// (as for CUDA and XPU), which only CUDA implements: _thnn_fused_lstm_cell,
+// _thnn_fused_gru_cell and their backward kernels. Composed here from ATen
+// operators (each an infini kernel), with CUDA's workspace layouts, so
+// nn.LSTM / nn.GRU / LSTMCell / GRUCell run forward and backward.
+
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <tuple>
+
+namespace torch_infini::ops {
+namespace {
+
+// gates: [batch, 4 * hidden] in PyTorch's order (input, forget, cell, output).
+// workspace: the activated gates, [batch, 4 * hidden].
+std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(
+    const at::Tensor& input_gates, const at::Tensor& hidden_gates,
+    const at::Tensor& cx, const std::optional<at::Tensor>& input_bias,
+    const std::optional<at::Tensor>& hidden_bias) {
+  at::Tensor gates = input_gates + hidden_gates;
+  if (input_bias.has_value() && input_bias->defined()) {
+    gates = gates + *input_bias + *hidden_bias;
+  }
+  const auto chunks = gates.chunk(4, 1);
+  const at::Tensor i = chunks[0].sigmoid();
+  const at::Tensor f = chunks[1].sigmoid();
+  const at::Tensor g = chunks[2].tanh();
+  const at::Tensor o = chunks[3].sigmoid();
+  at::Tensor cy = f * cx + i * g;
+  at::Tensor hy = o * cy.tanh();
+  return {hy, cy, at::cat({i, f, g, o}, 1)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(
+    const std::optional<at::Tensor>& grad_hy,
+    const std::optional<at::Tensor>& grad_cy, const at::Tensor& cx,
+    const at::Tensor& cy, const at::Tensor& workspace, bool has_bias) {
+  const auto gates = workspace.chunk(4, 1);
+  const at::Tensor &i = gates[0], &f = gates[1], &g = gates[2], &o = gates[3];
+  const at::Tensor tanh_cy = cy.tanh();
+  at::Tensor grad_c = grad_cy.has_value() && grad_cy->defined()
+      ? grad_cy->clone()
+      : at::zeros_like(cy);
+  at::Tensor grad_o = at::zeros_like(o);
+  if (grad_hy.has_value() && grad_hy->defined()) {
+    grad_c = grad_c + *grad_hy * o * (1 - tanh_cy * tanh_cy);
+    grad_o = *grad_hy * tanh_cy * o * (1 - o);
+  }
+  const at::Tensor grad_i = grad_c * g * i * (1 - i);
+  const at::Tensor grad_f = grad_c * cx * f * (1 - f);
+  const at::Tensor grad_g = grad_c * i * (1 - g * g);
+  at::Tensor grad_gates = at::cat({grad_i, grad_f, grad_g, grad_o}, 1);
+  at::Tensor grad_cx = grad_c * f;
+  at::Tensor grad_bias = has_bias ? grad_gates.sum(0) : at::Tensor();
+  return {grad_gates, grad_cx, grad_bias};
+}
+
+// gates: [batch, 3 * hidden] (reset, update, new). workspace (CUDA's):
+// r, z, n, hx and the hidden gate of n (bias included), [batch, 5 * hidden].
+std::tuple<at::Tensor, at::Tensor> fused_gru_cell(
+    const at::Tensor& input_gates, const at::Tensor& hidden_gates,
+    const at::Tensor& hx, const std::optional<at::Tensor>& input_bias,
+    const std::optional<at::Tensor>& hidden_bias) {
+  at::Tensor ig = input_gates;
+  at::Tensor hg = hidden_gates;
+  if (input_bias.has_value() && input_bias->defined()) {
+    ig = ig + *input_bias;
+    hg = hg + *hidden_bias;
+  }
+  const auto in = ig.chunk(3, 1);
+  const auto hn = hg.chunk(3, 1);
+  const at::Tensor r = (in[0] + hn[0]).sigmoid();
+  const at::Tensor z = (in[1] + hn[1]).sigmoid();
+  const at::Tensor n = (in[2] + r * hn[2]).tanh();
+  at::Tensor hy = n + z * (hx - n);
+  return {hy, at::cat({r, z, n, hx, hn[2]}, 1)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+fused_gru_cell_backward(const at::Tensor& grad_hy,
+                        const at::Tensor& workspace, bool has_bias) {
+  const auto w = workspace.chunk(5, 1);
+  const at::Tensor &r = w[0], &z = w[1], &n = w[2], &hx = w[3], &hn = w[4];
+  const at::Tensor grad_n = grad_hy * (1 - z) * (1 - n * n);
+  const at::Tensor grad_z = grad_hy * (hx - n) * z * (1 - z);
+  const at::Tensor grad_r = grad_n * hn * r * (1 - r);
+  at::Tensor grad_input_gates = at::cat({grad_r, grad_z, grad_n}, 1);
+  at::Tensor grad_hidden_gates = at::cat({grad_r, grad_z, grad_n * r}, 1);
+  at::Tensor grad_hx = grad_hy * z;
+  at::Tensor grad_input_bias =
+      has_bias ? grad_input_gates.sum(0) : at::Tensor();
+  at::Tensor grad_hidden_bias =
+      has_bias ? grad_hidden_gates.sum(0) : at::Tensor();
+  return {grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias,
+          grad_hidden_bias};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_thnn_fused_lstm_cell", TORCH_FN(fused_lstm_cell));
+  m.impl("_thnn_fused_lstm_cell_backward_impl",
+         TORCH_FN(fused_lstm_cell_backward));
+  m.impl("_thnn_fused_gru_cell", TORCH_FN(fused_gru_cell));
+  m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(fused_gru_cell_backward));
+}
+
+}  // namespace torch_infini::ops
