@@ -621,3 +621,20 @@ def test_llama_style_block_forward_matches_cpu(on, record_property):
     assert_matches(got, want)
     _report(record_property, "llama_block")
     check_report()
+
+
+def test_fallback_writes_back_arguments_its_schema_does_not_mark():
+    """native_batch_norm updates running_mean/running_var in place although
+    its schema does not mark them as written: the fallback compares every
+    argument before and after and copies back what the CPU kernel changed
+    (once the BatchNorm buffers of a model trained through it stayed 0 and 1)."""
+    x = torch.randn(8, 3, 4, 4)
+    mean, var = torch.zeros(3), torch.ones(3)
+    out_cpu, _, _ = torch.native_batch_norm(x, None, None, mean, var, True, 0.1, 1e-5)
+    mean_d, var_d = torch.zeros(3).to("infini"), torch.ones(3).to("infini")
+    out = torch_infini._C._test_cpu_fallback_batch_norm(x.to("infini"), mean_d, var_d)
+    assert out.device.type == "infini"
+    torch.testing.assert_close(out.cpu(), out_cpu)
+    torch.testing.assert_close(mean_d.cpu(), mean)
+    torch.testing.assert_close(var_d.cpu(), var)
+    assert not torch.equal(mean_d.cpu(), torch.zeros(3))

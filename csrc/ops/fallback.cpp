@@ -1,10 +1,11 @@
 // Every ATen operator without an infini kernel lands here.
 //
 // By default it fails clearly, naming the operator. With the opt-in CPU
-// fallback on (ops/fallback_policy.h), the operator runs on the CPU through
-// ATen's at::native::cpu_fallback: tensor inputs are copied to the host,
-// the CPU kernel runs, in-place and out= arguments are written back into the
-// original infini tensors and new outputs are copied to the device. Those
+// fallback on (ops/fallback_policy.h), the operator runs on the CPU: tensor
+// inputs are copied to the host, the CPU kernel runs, every argument it
+// wrote (marked in its schema or not: native_batch_norm's running
+// statistics) is written back into the original infini tensors and new
+// outputs are copied to the device. Those
 // copies complete after the current stream's earlier work and before the
 // fallback returns (as every copy between the host and the device does), so
 // the fallback is ordered with the stream without further synchronization.
@@ -16,7 +17,6 @@
 // belongs). Every call is counted in the coverage record (ops/op_coverage.h).
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/native/CPUFallback.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -213,6 +213,101 @@ void move_outputs_to(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   }
 }
 
+// One infini tensor argument of a fallback call and its CPU copy.
+struct HostCopy {
+  at::Tensor device;
+  at::Tensor cpu;
+  at::Tensor before;  // for arguments the schema does not mark as written
+};
+
+// The CPU side of an argument: infini tensors (lists too) become CPU copies.
+c10::IValue to_host(const c10::IValue& value, bool written,
+                    std::vector<HostCopy>& copies) {
+  const auto copy = [&](const at::Tensor& t) {
+    if (!t.defined() || t.device().type() != kInfini) {
+      return t;
+    }
+    HostCopy c{t, t.to(at::kCPU), {}};
+    if (!written) {
+      c.before = c.cpu.clone();
+    }
+    copies.push_back(c);
+    return c.cpu;
+  };
+  if (value.isTensor()) {
+    return copy(value.toTensor());
+  }
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> list;
+    for (const at::Tensor& t : value.toTensorList()) {
+      list.push_back(copy(t));
+    }
+    return list;
+  }
+  if (value.isList() && value.toList().elementType()->kind() ==
+                            c10::TypeKind::OptionalType) {  // Tensor?[]
+    c10::List<std::optional<at::Tensor>> list;
+    for (const c10::IValue& element : value.toListRef()) {
+      list.push_back(element.isTensor()
+                         ? std::optional<at::Tensor>(copy(element.toTensor()))
+                         : std::nullopt);
+    }
+    return list;
+  }
+  return value;
+}
+
+// Runs `op` on CPU copies of its infini tensors, then writes back every
+// argument the kernel wrote: those its schema marks (resized as the CPU
+// resized them) and those it changed without saying so (native_batch_norm's
+// running statistics), found by comparing them with their values before.
+// Returns stay where the CPU kernel made them (move_outputs_to moves them),
+// except written arguments, returned as the caller's infini tensors.
+void run_copying_back(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                      c10::Device device) {
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  std::vector<c10::IValue> args(stack->end() - nargs, stack->end());
+  std::vector<HostCopy> copies;
+  torch::jit::Stack cpu;
+  for (size_t i = 0; i < nargs; ++i) {
+    const auto* alias = schema.arguments()[i].alias_info();
+    cpu.push_back(to_host(args[i], alias != nullptr && alias->isWrite(),
+                          copies));
+  }
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
+  c10::DeviceGuard guard(device);
+  for (const HostCopy& c : copies) {
+    if (c.before.defined() && c.before.equal(c.cpu)) {
+      continue;  // read only
+    }
+    at::Tensor target = c.device;
+    if (target.sizes() != c.cpu.sizes()) {
+      target.resize_(c.cpu.sizes());
+    }
+    target.copy_(c.cpu);
+  }
+  size_t written_returned = 0;
+  std::vector<size_t> written;
+  for (size_t i = 0; i < nargs; ++i) {
+    const auto* alias = schema.arguments()[i].alias_info();
+    if (alias != nullptr && alias->isWrite()) {
+      written.push_back(i);
+    }
+  }
+  for (size_t i = 0; i < schema.returns().size(); ++i) {
+    const auto* alias = schema.returns()[i].alias_info();
+    if (alias != nullptr && alias->isWrite() &&
+        written_returned < written.size()) {
+      cpu[i] = args[written[written_returned++]];
+    }
+  }
+  torch::jit::drop(*stack, nargs);
+  for (auto& value : cpu) {
+    stack->push_back(std::move(value));
+  }
+}
+
 uint64_t elapsed_ns(std::chrono::steady_clock::time_point start) {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -240,8 +335,7 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   {
     coverage::FallbackScope scope;
     c10::DeviceGuard guard(device);
-    // Views were refused above; error_on_views is the backstop.
-    at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+    run_copying_back(op, stack, device);
     move_outputs_to(op, stack, device);
   }
   coverage::record(name, coverage::Kind::kFallback, elapsed_ns(start));
@@ -277,6 +371,11 @@ void infini_fallback(const c10::OperatorHandle& op,
 }
 
 }  // namespace
+
+void run_on_cpu_for_test(const c10::OperatorHandle& op,
+                         torch::jit::Stack* stack) {
+  run_on_cpu(op, stack);
+}
 
 void cpu_fallback_or_refuse(const c10::OperatorHandle& op,
                             torch::jit::Stack* stack) {

@@ -20,6 +20,11 @@ bool try_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 void cpu_fallback_or_refuse(const c10::OperatorHandle& op,
                             torch::jit::Stack* stack);
 
+// The fallback's CPU run of `op`, whatever provider and policy (tests of
+// the copy-back on the host runtime, where every operator has a kernel).
+void run_on_cpu_for_test(const c10::OperatorHandle& op,
+                         torch::jit::Stack* stack);
+
 // Whether `schema` is a random operator: it takes a Generator, or is random
 // by name (normal, rand*, dropout, ...; backward formulas are not).
 bool is_random_operator(const c10::FunctionSchema& schema);

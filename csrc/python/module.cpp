@@ -2,6 +2,7 @@
 // behaviour lives in core/, ops/ and runtime/.
 
 #include "ops/aten_registry.h"
+#include "ops/fallback.h"
 #include <c10/core/Stream.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/Generator.h>
@@ -140,6 +141,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "The support matrix of every operator the provider runs.");
 
   // The opt-in CPU fallback and the coverage record (torch_infini.fallback).
+  m.def("_test_cpu_fallback_batch_norm",
+        [](const at::Tensor& x, const at::Tensor& mean, const at::Tensor& var) {
+          static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(
+              "aten::native_batch_norm", "");
+          torch::jit::Stack stack{x, at::Tensor(), at::Tensor(), mean, var,
+                                  true, 0.1, 1e-5};
+          ops::run_on_cpu_for_test(op, &stack);
+          return stack[0].toTensor();
+        },
+        "native_batch_norm through the CPU fallback's runner (a test hook).");
   m.def("_generic_aten_ops", [] {
     py::list out;
     for (const auto& entry : ops::generic_aten_entries()) {

@@ -1,0 +1,208 @@
+"""Third-party and torchvision-shaped models on infini against the same
+models on the CPU (same weights, same data): a forward pass, and one
+training step — cross_entropy, backward, clip_grad_norm_, then AdamW
+(default foreach) or SGD with momentum — after which every parameter and
+buffer (BatchNorm running statistics included) matches the CPU's; the same
+under torch.autocast bfloat16. The decoders also generate greedily.
+
+transformers models are built from tiny configs with random weights (no
+download). Runs with the CPU fallback off: everything is native."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import torch_infini
+from conv_models import SequenceClassifier, TinyConvNeXt, TinyMobileNetV3, TinyResNet
+from infini_testing import DEV, on_host
+
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture(autouse=True)
+def _native_only():
+    was = torch_infini.fallback.is_enabled()
+    torch_infini.fallback.disable()
+    yield
+    if was:
+        torch_infini.fallback.enable()
+
+
+def _gpt2():
+    cfg = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=64, n_positions=32)
+    return transformers.GPT2LMHeadModel(cfg)
+
+
+def _llama():
+    cfg = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=64,
+                                   max_position_embeddings=32)
+    return transformers.LlamaForCausalLM(cfg)
+
+
+def _bert():
+    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=64, vocab_size=64, max_position_embeddings=32)
+    return transformers.BertForMaskedLM(cfg)
+
+
+def _vit():
+    cfg = transformers.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                 intermediate_size=64, image_size=16, patch_size=4, num_labels=10)
+    return transformers.ViTForImageClassification(cfg)
+
+
+def _t5():
+    cfg = transformers.T5Config(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, vocab_size=64,
+                                decoder_start_token_id=0)
+    return transformers.T5ForConditionalGeneration(cfg)
+
+
+def _tokens(seed: int, *shape: int) -> torch.Tensor:
+    return torch.randint(1, 64, shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _images(seed: int, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+# name -> (model factory, inputs(seed) -> kwargs, loss(model output, labels) or None, labels)
+def _lm_loss(out, labels):
+    return out.loss
+
+
+MODELS = {
+    "gpt2": (_gpt2, lambda s: {"input_ids": _tokens(s, 2, 12), "labels": _tokens(s, 2, 12)}),
+    "llama": (_llama, lambda s: {"input_ids": _tokens(s, 2, 12), "labels": _tokens(s, 2, 12)}),
+    "bert": (_bert, lambda s: {"input_ids": _tokens(s, 2, 12), "labels": _tokens(s + 1, 2, 12)}),
+    "vit": (_vit, lambda s: {"pixel_values": _images(s, 2, 3, 16, 16), "labels": torch.tensor([1, 7])}),
+    "t5": (_t5, lambda s: {"input_ids": _tokens(s, 2, 10), "labels": _tokens(s + 1, 2, 6)}),
+    "resnet": (TinyResNet, lambda s: {"x": _images(s, 4, 3, 16, 16), "labels": torch.tensor([0, 3, 5, 9])}),
+    "mobilenet_v3": (TinyMobileNetV3, lambda s: {"x": _images(s, 4, 3, 16, 16),
+                                                "labels": torch.tensor([0, 3, 5, 9])}),
+    "convnext": (TinyConvNeXt, lambda s: {"x": _images(s, 2, 3, 16, 16), "labels": torch.tensor([2, 4])}),
+    "lstm": (lambda: SequenceClassifier(nn.LSTM), lambda s: {"x": _tokens(s, 3, 7) % 50,
+                                                            "labels": torch.tensor([1, 2, 3])}),
+    "gru": (lambda: SequenceClassifier(nn.GRU), lambda s: {"x": _tokens(s, 3, 7) % 50,
+                                                          "labels": torch.tensor([4, 5, 6])}),
+}
+
+
+def _build(name: str):
+    torch.manual_seed(0)
+    factory, inputs = MODELS[name]
+    model = factory()
+    return model, inputs
+
+
+def _loss(model, kwargs: dict) -> torch.Tensor:
+    if "x" in kwargs:  # a plain module: logits, then cross_entropy with class indices
+        return nn.functional.cross_entropy(model(kwargs["x"]), kwargs["labels"])
+    return model(**kwargs).loss  # transformers' own cross_entropy
+
+
+def _on(kwargs: dict, device) -> dict:
+    return {k: v.to(device) for k, v in kwargs.items()}
+
+
+def _tol(dtype=torch.float32) -> dict:
+    if dtype == torch.bfloat16:
+        return dict(rtol=2e-2, atol=2e-2)
+    return dict(rtol=1e-4, atol=1e-5) if on_host() else dict(rtol=1e-3, atol=1e-4)
+
+
+def _assert_state_matches(model, cpu_model, dtype=torch.float32, skip=()):
+    for (name, got), want in zip(model.state_dict().items(), cpu_model.state_dict().values()):
+        assert got.device == DEV, name
+        if name in skip:
+            continue
+        if got.is_floating_point():
+            torch.testing.assert_close(got.cpu(), want, msg=name, **_tol(dtype))
+        else:
+            torch.testing.assert_close(got.cpu(), want, msg=name, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_forward_matches_cpu(name):
+    cpu_model, inputs = _build(name)
+    cpu_model.eval()
+    model = copy.deepcopy(cpu_model).to(DEV)
+    kwargs = inputs(1)
+    with torch.no_grad():
+        want = _loss(cpu_model, kwargs)
+        got = _loss(model, _on(kwargs, DEV))
+    assert got.device == DEV
+    torch.testing.assert_close(got.cpu(), want, **_tol())
+
+
+def _train_step(model, opt, kwargs, autocast: bool):
+    opt.zero_grad()
+    device = next(model.parameters()).device.type
+    with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
+        loss = _loss(model, kwargs)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss
+
+
+def _gradient_free(model) -> set:
+    """Parameters whose gradient is rounding noise (an attention key's bias:
+    softmax ignores it). Adam divides by the gradient's own magnitude, so
+    their updates are the noise's sign, on any two devices; their gradients
+    are compared instead, which they match."""
+    return {name for name, p in model.named_parameters()
+            if p.grad is not None and p.grad.abs().max() < 1e-6}
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_training_step_matches_cpu(name, optimizer):
+    cpu_model, inputs = _build(name)
+    model = copy.deepcopy(cpu_model).to(DEV)
+    cpu_model.train(), model.train()
+    make = (lambda p: torch.optim.AdamW(p, lr=1e-2)) if optimizer == "adamw" else (
+        lambda p: torch.optim.SGD(p, lr=1e-2, momentum=0.9))
+    cpu_opt, opt = make(cpu_model.parameters()), make(model.parameters())
+    for step in range(2):  # the second step uses the optimizer's state
+        kwargs = inputs(step + 2)
+        torch.manual_seed(step)
+        want = _train_step(cpu_model, cpu_opt, kwargs, autocast=False)
+        torch.manual_seed(step)
+        got = _train_step(model, opt, _on(kwargs, DEV), autocast=False)
+        torch.testing.assert_close(got.detach().cpu(), want.detach(), **_tol())
+    for (name, p), q in zip(model.named_parameters(), cpu_model.parameters()):
+        if q.grad is not None:
+            torch.testing.assert_close(p.grad.cpu(), q.grad, msg=name, **_tol())
+    _assert_state_matches(model, cpu_model, skip=_gradient_free(cpu_model) if optimizer == "adamw" else ())
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_training_step_under_autocast_bfloat16_matches_cpu(name):
+    cpu_model, inputs = _build(name)
+    model = copy.deepcopy(cpu_model).to(DEV)
+    cpu_opt = torch.optim.AdamW(cpu_model.parameters(), lr=1e-2)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    kwargs = inputs(5)
+    torch.manual_seed(0)
+    want = _train_step(cpu_model, cpu_opt, kwargs, autocast=True)
+    torch.manual_seed(0)
+    got = _train_step(model, opt, _on(kwargs, DEV), autocast=True)
+    torch.testing.assert_close(got.detach().cpu().float(), want.detach().float(), **_tol(torch.bfloat16))
+    _assert_state_matches(model, cpu_model, torch.bfloat16, skip=_gradient_free(cpu_model))
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "t5"])
+def test_greedy_generate_matches_cpu(name):
+    cpu_model, inputs = _build(name)
+    cpu_model.eval()
+    model = copy.deepcopy(cpu_model).to(DEV)
+    prompt = _tokens(9, 1, 5)
+    kwargs = dict(max_new_tokens=4, do_sample=False, pad_token_id=0)
+    want = cpu_model.generate(prompt, **kwargs)
+    got = model.generate(prompt.to(DEV), **kwargs)
+    assert torch.equal(got.cpu(), want)
