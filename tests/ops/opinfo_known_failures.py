@@ -6,6 +6,11 @@ pass. Keys are ``case_id``s: ``"<op>[.<variant>]-<dtype>-<forward|backward>"``.
 
 KNOWN_FAILURES: dict[str, str] = {}
 
+# Listed cases that fail on some runs only (a result one rounding step from
+# CPU's, depending on how the work was split between threads): expected to
+# fail, but a pass is not an error.
+UNSTABLE: set[str] = set()
+
 _RANDOM_NOT_ON_DEVICE = (
     "aten::rrelu_with_noise draws from a generator and has no infini kernel: "
     "it is refused (it would draw from the CPU's generator, not the device's)")
@@ -29,3 +34,4 @@ for _case in ("nn.functional.linear_cross_entropy.chunked-bfloat16-backward",
               "nn.functional.linear_cross_entropy.chunked_none-bfloat16-backward",
               "nn.functional.linear_cross_entropy.chunked_none-bfloat16-forward"):
     KNOWN_FAILURES[_case] = _ONE_ROUNDING
+    UNSTABLE.add(_case)

@@ -63,7 +63,18 @@ class Aliases {
       return t;
     }
     const c10::StorageImpl* key = t.storage().unsafeGetStorageImpl();
-    auto& storage = storages_[key];
+    std::optional<c10::Storage>* slot = nullptr;
+    for (auto& [impl, storage] : storages_) {
+      if (impl == key) {
+        slot = &storage;
+        break;
+      }
+    }
+    if (slot == nullptr) {
+      storages_.emplace_back(key, std::nullopt);
+      slot = &storages_.back().second;
+    }
+    auto& storage = *slot;
     if (!storage) {
       void* data = t.storage().mutable_data();
       // Resizable into host memory: see WrittenArgs.
@@ -85,7 +96,9 @@ class Aliases {
   }
 
  private:
-  std::unordered_map<const c10::StorageImpl*, std::optional<c10::Storage>>
+  // A call has a few storages: a linear search beats hashing, and a small
+  // vector needs no heap allocation.
+  c10::SmallVector<std::pair<const c10::StorageImpl*, std::optional<c10::Storage>>, 6>
       storages_;
 };
 
