@@ -6,7 +6,12 @@
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <mutex>
+#include <optional>
+
 #include "core/InfiniFunctions.h"
+#include "core/InfiniGenerator.h"
+#include "ops/host_random.h"
 #include "ops/common.h"
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
@@ -31,6 +36,14 @@ bool overlaps_others(c10::ArrayRef<c10::IValue> args, size_t w) {
     found = found || (i != w && overlaps(out, t));
   });
   return found;
+}
+
+bool is_generator(const c10::Argument& arg) {
+  c10::TypePtr type = arg.real_type();
+  if (const auto* optional = type->castRaw<c10::OptionalType>()) {
+    type = optional->getElementType();
+  }
+  return type->kind() == c10::TypeKind::GeneratorType;
 }
 
 bool is_mask(const at::Tensor& t) {
@@ -103,9 +116,27 @@ std::shared_ptr<const Layouts> run_direct(const Plan& plan,
     }
   }
 
+  // Generators: the infini generator's CPU state, locked while the kernel
+  // draws from it (none given: the device's default generator).
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (size_t i = 0; i < nargs; ++i) {
+    if (!is_generator(schema.arguments()[i])) {
+      continue;
+    }
+    std::optional<at::Generator> given;
+    if (cpu[i].isGenerator()) {
+      given = cpu[i].toGenerator();
+    }
+    InfiniGeneratorImpl* impl = host_random::generator_for(
+        plan.name.c_str(), given, device.index());
+    locks.emplace_back(impl->mutex_);
+    cpu[i] = impl->host_generator();
+  }
+
   runtime::provider().stream_synchronize(device.index(),
                                          current_native_stream(device.index()));
   runtime::kernels().aten_now(op, cpu);
+  locks.clear();
 
   for (auto& [w, tmp] : scratch) {
     at::Tensor out = args[w].toTensor();

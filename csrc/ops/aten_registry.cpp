@@ -51,6 +51,19 @@ bool is_tensor_type(const c10::TypePtr& type) {
   return false;
 }
 
+bool takes_generator(const c10::FunctionSchema& schema) {
+  for (const auto& arg : schema.arguments()) {
+    c10::TypePtr type = arg.real_type();
+    if (const auto* optional = type->castRaw<c10::OptionalType>()) {
+      type = optional->getElementType();
+    }
+    if (type->kind() == c10::TypeKind::GeneratorType) {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string sync_reason_for(const c10::OperatorHandle& op) {
   const std::string name = c10::toString(op.operator_name());
   if (data_dependent().count(name)) {
@@ -60,6 +73,9 @@ std::string sync_reason_for(const c10::OperatorHandle& op) {
     if (!is_tensor_type(ret.real_type())) {
       return "it returns a value to the host";
     }
+  }
+  if (takes_generator(op.schema())) {
+    return "it draws on the host from the device generator's state";
   }
   return "";
 }
@@ -88,7 +104,8 @@ bool eligible(const c10::OperatorHandle& op) {
       !op.hasKernelForDispatchKey(DispatchKey::CPU);
   return cpu && !only_composite &&
       !op.hasKernelForDispatchKey(DispatchKey::PrivateUse1) &&
-      !view_operator(op.schema()) && !is_random_operator(op.schema());
+      !view_operator(op.schema()) &&
+      (!is_random_operator(op.schema()) || takes_generator(op.schema()));
 }
 
 std::vector<AtenEntry>& entries() {

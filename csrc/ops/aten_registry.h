@@ -10,8 +10,10 @@
 //     factories, random operators, ...),
 //   - view operators (their result must share the input's storage; the ones
 //     with CPU kernels are registered in ops/views.cpp),
-//   - random operators (they would draw from the CPU's generator, not the
-//     device's; ops/random_*.cpp serve the ones PyTorch's code uses).
+//   - random operators without a Generator argument (ops/random_*.cpp serve
+//     those); the ones with one (poisson, binomial, rrelu_with_noise, ...)
+//     synchronize and draw from the infini generator's CPU state, so a seed
+//     gives the CPU's numbers.
 
 #include <ATen/core/dispatch/Dispatcher.h>
 

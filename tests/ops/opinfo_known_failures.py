@@ -11,13 +11,6 @@ KNOWN_FAILURES: dict[str, str] = {}
 # fail, but a pass is not an error.
 UNSTABLE: set[str] = set()
 
-_RANDOM_NOT_ON_DEVICE = (
-    "aten::rrelu_with_noise draws from a generator and has no infini kernel: "
-    "it is refused (it would draw from the CPU's generator, not the device's)")
-for _dtype in ("float32", "bfloat16"):
-    for _direction in ("forward", "backward"):
-        KNOWN_FAILURES[f"nn.functional.rrelu-{_dtype}-{_direction}"] = _RANDOM_NOT_ON_DEVICE
-
 _SPARSE = "sparse layouts are refused on infini (NotImplementedError naming the operator)"
 for _case in ("sparse.mm.reduce-float32-forward", "sparse.mm.reduce-float32-backward",
               "sparse.mm.reduce-bfloat16-forward", "sparse.mm.reduce-bfloat16-backward",

@@ -389,11 +389,11 @@ def test_dtypes_beyond_adds_own_kernel(dtype):
 
 
 def test_unregistered_op_raises_not_implemented_naming_it():
-    # A random operator without an infini kernel (it would draw from the
-    # CPU's generator) is one of the few operators left without one.
+    # An operator with neither a CPU kernel nor a composite (CUDA's fused
+    # dropout) is one of the few operators left without one.
     x = dev(sample((5,), torch.float32)).abs()
-    with pytest.raises(NotImplementedError, match="aten::poisson"):
-        torch.poisson(x)
+    with pytest.raises(NotImplementedError, match="aten::_fused_dropout"):
+        torch._fused_dropout(x, 0.5)
 
 
 # --- autograd ------------------------------------------------------------------

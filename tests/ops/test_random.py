@@ -349,3 +349,31 @@ def test_dropout_backward_uses_the_mask():
     torch.manual_seed(2)
     F.dropout(x, 0.4, training=True).sum().backward()
     torch.testing.assert_close(xd.grad.cpu(), x.grad)
+
+
+# Random operators with a Generator argument and no kernel of their own: they
+# synchronize and draw on the host from the infini generator's CPU state.
+GENERATOR_OPS = {
+    "poisson": lambda t: torch.poisson(t.abs() * 3),
+    "binomial": lambda t: torch.binomial(torch.full_like(t, 5.0), t.abs().clamp(max=1)),
+    "standard_gamma": lambda t: torch._standard_gamma(t.abs() + 0.5),
+    "sample_dirichlet": lambda t: torch._sample_dirichlet(t.abs() + 0.5),
+    "rrelu": lambda t: torch.nn.functional.rrelu(t, training=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GENERATOR_OPS))
+def test_generator_operators_draw_the_cpus_numbers(name, rng_states_kept):
+    fn = GENERATOR_OPS[name]
+    x = torch.randn(4, 5, generator=torch.Generator().manual_seed(0))
+    xd = x.to(DEV)
+    torch.manual_seed(7)
+    want = fn(x)
+    torch.manual_seed(7)
+    got = fn(xd)
+    assert got.device == DEV
+    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+    gen = torch.Generator(DEV).manual_seed(11)
+    if name == "poisson":
+        torch.testing.assert_close(torch.poisson(xd.abs(), generator=gen).cpu(),
+                                   torch.poisson(x.abs(), generator=torch.Generator().manual_seed(11)), rtol=0, atol=0)
