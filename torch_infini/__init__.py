@@ -40,12 +40,14 @@ import torch  # noqa: E402
 
 from . import _C  # noqa: E402  (registers the device guard, hooks, allocator, kernels)
 from . import fallback  # noqa: E402
+from . import fused_ops  # noqa: E402  (torch.ops.infini.swiglu, silu_and_mul, causal_softmax)
 from . import infini as _infini_module  # noqa: E402
 from .diagnostics import diagnostics, operator_table, registered_operators  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["diagnostics", "operator_table", "registered_operators", "fallback", "build_info", "__version__"]
+__all__ = ["diagnostics", "operator_table", "registered_operators", "fallback", "fused_ops", "build_info",
+           "__version__"]
 
 
 def build_info() -> dict:
