@@ -41,6 +41,16 @@ def rng_states_kept():
     torch.infini.set_rng_state_all(states)
 
 
+@pytest.fixture
+def native_only():
+    """The opt-in CPU fallback off for the test (restored after it)."""
+    was = torch_infini.fallback.is_enabled()
+    torch_infini.fallback.disable()
+    yield
+    if was:
+        torch_infini.fallback.enable()
+
+
 @pytest.fixture(autouse=True)
 def _synchronize_after_test():
     yield

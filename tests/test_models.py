@@ -24,12 +24,8 @@ from models import DecoderBlock  # noqa: E402  (shared with the benchmarks)
 
 
 @pytest.fixture(autouse=True)
-def _native_only():
-    was = torch_infini.fallback.is_enabled()
-    torch_infini.fallback.disable()
-    yield
-    if was:
-        torch_infini.fallback.enable()
+def _native_only(native_only):
+    """Everything native: the opt-in CPU fallback off."""
 
 
 def sample(*shape: int, seed: int) -> torch.Tensor:

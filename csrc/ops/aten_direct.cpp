@@ -13,6 +13,7 @@
 #include "core/InfiniGenerator.h"
 #include "ops/host_random.h"
 #include "ops/common.h"
+#include "runtime/ivalue_tensors.h"
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
 
@@ -36,14 +37,6 @@ bool overlaps_others(c10::ArrayRef<c10::IValue> args, size_t w) {
     found = found || (i != w && overlaps(out, t));
   });
   return found;
-}
-
-bool is_generator(const c10::Argument& arg) {
-  c10::TypePtr type = arg.real_type();
-  if (const auto* optional = type->castRaw<c10::OptionalType>()) {
-    type = optional->getElementType();
-  }
-  return type->kind() == c10::TypeKind::GeneratorType;
 }
 
 bool is_mask(const at::Tensor& t) {
@@ -120,7 +113,7 @@ std::shared_ptr<const Layouts> run_direct(const Plan& plan,
   // draws from it (none given: the device's default generator).
   std::vector<std::unique_lock<std::mutex>> locks;
   for (size_t i = 0; i < nargs; ++i) {
-    if (!is_generator(schema.arguments()[i])) {
+    if (!runtime::is_generator_argument(schema.arguments()[i])) {
       continue;
     }
     std::optional<at::Generator> given;

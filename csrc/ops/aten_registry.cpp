@@ -10,6 +10,7 @@
 
 #include "ops/aten_kernel.h"
 #include "ops/fallback.h"
+#include "runtime/ivalue_tensors.h"
 
 namespace torch_infini::ops {
 namespace {
@@ -52,16 +53,8 @@ bool is_tensor_type(const c10::TypePtr& type) {
 }
 
 bool takes_generator(const c10::FunctionSchema& schema) {
-  for (const auto& arg : schema.arguments()) {
-    c10::TypePtr type = arg.real_type();
-    if (const auto* optional = type->castRaw<c10::OptionalType>()) {
-      type = optional->getElementType();
-    }
-    if (type->kind() == c10::TypeKind::GeneratorType) {
-      return true;
-    }
-  }
-  return false;
+  return std::any_of(schema.arguments().begin(), schema.arguments().end(),
+                     runtime::is_generator_argument);
 }
 
 std::string sync_reason_for(const c10::OperatorHandle& op) {

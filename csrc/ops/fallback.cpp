@@ -31,6 +31,7 @@
 #include "ops/common.h"
 #include "ops/fallback_policy.h"
 #include "ops/op_coverage.h"
+#include "runtime/ivalue_tensors.h"
 
 namespace torch_infini::ops {
 namespace {
@@ -54,13 +55,6 @@ std::string no_kernel_message(const c10::OperatorHandle& op) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, no_kernel_message(op), " ", detail);
 }
 
-bool is_generator(const c10::Argument& arg) {
-  c10::TypePtr type = arg.real_type();
-  if (const auto* optional = type->castRaw<c10::OptionalType>()) {
-    type = optional->getElementType();
-  }
-  return type->kind() == c10::TypeKind::GeneratorType;
-}
 
 // "normal_", "randperm", "native_dropout", "log_normal" are random by name
 // even where the schema has no Generator argument; backward formulas
@@ -92,7 +86,7 @@ bool random_by_name(const std::string& qualified) {
 
 bool is_random_operator(const c10::FunctionSchema& schema) {
   return std::any_of(schema.arguments().begin(), schema.arguments().end(),
-                     is_generator) ||
+                     runtime::is_generator_argument) ||
       random_by_name(schema.name());
 }
 
@@ -234,27 +228,7 @@ c10::IValue to_host(const c10::IValue& value, bool written,
     copies.push_back(c);
     return c.cpu;
   };
-  if (value.isTensor()) {
-    return copy(value.toTensor());
-  }
-  if (value.isTensorList()) {
-    c10::List<at::Tensor> list;
-    for (const at::Tensor& t : value.toTensorList()) {
-      list.push_back(copy(t));
-    }
-    return list;
-  }
-  if (value.isList() && value.toList().elementType()->kind() ==
-                            c10::TypeKind::OptionalType) {  // Tensor?[]
-    c10::List<std::optional<at::Tensor>> list;
-    for (const c10::IValue& element : value.toListRef()) {
-      list.push_back(element.isTensor()
-                         ? std::optional<at::Tensor>(copy(element.toTensor()))
-                         : std::nullopt);
-    }
-    return list;
-  }
-  return value;
+  return runtime::map_tensors(value, copy);
 }
 
 // Runs `op` on CPU copies of its infini tensors, then writes back every

@@ -16,7 +16,6 @@ import pytest
 import torch
 from torch import nn
 
-import torch_infini
 from conv_models import SequenceClassifier, TinyConvNeXt, TinyMobileNetV3, TinyResNet
 from infini_testing import DEV, on_host
 
@@ -24,12 +23,8 @@ transformers = pytest.importorskip("transformers")
 
 
 @pytest.fixture(autouse=True)
-def _native_only():
-    was = torch_infini.fallback.is_enabled()
-    torch_infini.fallback.disable()
-    yield
-    if was:
-        torch_infini.fallback.enable()
+def _native_only(native_only):
+    """Everything native: the opt-in CPU fallback off."""
 
 
 def _gpt2():

@@ -8,9 +8,9 @@
 #include <c10/core/CPUAllocator.h>
 
 #include <optional>
-#include <unordered_map>
 
 #include "runtime/host/host_provider.h"
+#include "runtime/ivalue_tensors.h"
 #include "runtime/kernels.h"
 
 namespace torch_infini::runtime::host {
@@ -31,31 +31,10 @@ at::Tensor alias(const TensorArg& t) {
 class Aliases {
  public:
   c10::IValue convert(const c10::IValue& value) {
-    if (value.isTensor()) {
-      return of(value.toTensor());
-    }
-    if (value.isTensorList()) {
-      c10::List<at::Tensor> list;
-      list.reserve(value.toTensorList().size());
-      for (const at::Tensor& t : value.toTensorList()) {
-        list.push_back(of(t));
-      }
-      return list;
-    }
-    if (value.isList() && value.toList().elementType()->kind() ==
-                              c10::TypeKind::OptionalType) {  // Tensor?[]
-      c10::List<std::optional<at::Tensor>> list;
-      for (const c10::IValue& element : value.toListRef()) {
-        list.push_back(element.isTensor()
-                           ? std::optional<at::Tensor>(of(element.toTensor()))
-                           : std::nullopt);
-      }
-      return list;
-    }
     if (value.isDevice() && !value.toDevice().is_cpu()) {
       return c10::Device(at::kCPU);  // a factory's device
     }
-    return value;
+    return map_tensors(value, [this](const at::Tensor& t) { return of(t); });
   }
 
   at::Tensor of(const at::Tensor& t) {
