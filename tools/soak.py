@@ -9,11 +9,14 @@ through events, non_blocking copies through a reused pinned buffer and a
 fresh pinned one, random draws, and now and then empty_cache and an
 asynchronous error that a synchronize reports. Every round's result is
 compared bit for bit with the CPU. A sample (RSS, allocated/reserved device
-bytes, pinned host bytes) is printed every --every seconds.
+bytes, segments taken from the runtime) is printed every --every seconds.
+(The pinned host allocator's stats are not exposed to Python yet; its growth
+shows in RSS.)
 
 It fails (exit status 1) when a result differs, when a thread raises, or when
 RSS after the first quarter of the run grows by more than --max-growth-mib
-(a leak). Device memory must come back to zero after the last round."""
+(a leak). Device memory must come back to (about) zero after the last round:
+only the cached device scalars may stay."""
 
 from __future__ import annotations
 
@@ -56,12 +59,14 @@ def one_round(k: int, i: int, pinned: torch.Tensor, a: torch.Stream, b: torch.St
         r = torch.rand(64, device=DEV, generator=g)
         fresh = torch.empty(n, pin_memory=True)
         fresh.copy_(y, non_blocking=True)
-    b.synchronize()
-    y_cpu = base * 3 - 1
-    want_z = (y_cpu + 2).sum(0, keepdim=True) + y_cpu[:16].mean()
-    assert torch.equal(fresh, y_cpu), "pinned copy-back differs"
-    assert torch.equal(z.cpu(), want_z), "reduction differs"
-    assert torch.equal(r.cpu(), torch.rand(64, generator=torch.Generator().manual_seed(seed))), "draw differs"
+        # Checked on b: an asynchronous error the main thread makes on the
+        # default stream is reported to whoever synchronizes that stream.
+        b.synchronize()
+        y_cpu = base * 3 - 1
+        want_z = (y_cpu + 2).sum(0, keepdim=True) + y_cpu[:16].mean()
+        assert torch.equal(fresh, y_cpu), "pinned copy-back differs"
+        assert torch.equal(z.cpu(), want_z), "reduction differs"
+        assert torch.equal(r.cpu(), torch.rand(64, generator=torch.Generator().manual_seed(seed))), "draw differs"
 
 
 def main() -> int:
@@ -99,14 +104,13 @@ def main() -> int:
     while time.monotonic() < end and not stop.is_set():
         now = time.monotonic()
         if now >= next_sample:
-            host = torch.infini.host_memory_stats() if hasattr(torch.infini, "host_memory_stats") else {}
             sample = {
                 "t_s": round(now - start, 1),
                 "rounds": sum(rounds),
                 "rss_mib": round(rss_mib(), 1),
                 "allocated_mib": round(torch.infini.memory_allocated() / 2**20, 2),
                 "reserved_mib": round(torch.infini.memory_reserved() / 2**20, 2),
-                "pinned_mib": round(host.get("allocated_bytes.current", 0) / 2**20, 2),
+                "num_device_alloc": torch.infini.memory_stats().get("num_device_alloc", 0),
             }
             samples.append(sample)
             print(json.dumps(sample), flush=True)
@@ -127,11 +131,14 @@ def main() -> int:
     torch.infini.synchronize()
     torch.infini.empty_cache()
     verdict = {"rounds": sum(rounds), "async_errors_reported": async_errors, "errors": errors,
-               "allocated_after": torch.infini.memory_allocated(), "reserved_after": torch.infini.memory_reserved()}
+               "allocated_after_mib": round(torch.infini.memory_allocated() / 2**20, 3),
+               "reserved_after_mib": round(torch.infini.memory_reserved() / 2**20, 3)}
     quarter = [s for s in samples if s["t_s"] >= args.minutes * 60 / 4]
     if len(quarter) >= 2:
         verdict["rss_growth_after_first_quarter_mib"] = round(quarter[-1]["rss_mib"] - quarter[0]["rss_mib"], 1)
-    ok = (not errors and verdict["allocated_after"] == 0 and verdict["reserved_after"] == 0
+    # What may stay allocated: the cached device scalars (at most 4096 of
+    # 512 bytes, csrc/ops/scalar_cache.cpp); everything the rounds made is freed.
+    ok = (not errors and verdict["allocated_after_mib"] <= 2.0
           and verdict.get("rss_growth_after_first_quarter_mib", 0) <= args.max_growth_mib)
     verdict["ok"] = ok
     print(json.dumps(verdict), flush=True)
