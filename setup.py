@@ -50,6 +50,14 @@ else:
 
 METADATA = build_metadata(torch.__version__, torch._C._GLIBCXX_USE_CXX11_ABI, STACK)
 
+# TORCH_INFINI_SANITIZE=address,undefined (or thread) instruments the extension
+# with those sanitizers; see docs/sanitizers.md for how to run it.
+SANITIZE = os.environ.get("TORCH_INFINI_SANITIZE", "").strip()
+if SANITIZE and not set(SANITIZE.split(",")) <= {"address", "undefined", "thread", "leak"}:
+    sys.exit(f"torch_infini build error: TORCH_INFINI_SANITIZE={SANITIZE!r}: "
+             "expected a comma-separated list of address, undefined, leak, thread")
+SANITIZE_FLAGS = [f"-fsanitize={SANITIZE}", "-fno-omit-frame-pointer", "-g"] if SANITIZE else []
+
 
 class BuildWithMetadata(BuildExtension):
     """Writes the build metadata next to the extension, on every build path
@@ -80,7 +88,8 @@ ext = CppExtension(
     # system configuration (see the README).
     libraries=["infiniops", "infinirt"] if STACK else [],
     define_macros=STACK.define_macros if STACK else [],
-    extra_compile_args={"cxx": ["-O2", "-Wall", "-Wno-unused-parameter"]},
+    extra_compile_args={"cxx": ["-O2", "-Wall", "-Wno-unused-parameter"] + SANITIZE_FLAGS},
+    extra_link_args=SANITIZE_FLAGS,
 )
 
 setup(

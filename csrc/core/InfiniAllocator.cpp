@@ -139,13 +139,31 @@ class DeviceCache {
       : device_(device), caching_(caching) {}
 
   Block* malloc(size_t requested, c10::StreamId stream) {
-    std::lock_guard<std::mutex> guard(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     process_events();
     const size_t size = caching_ ? round_size(requested) : requested;
     BlockPool& pool = size <= kSmallSize ? small_ : large_;
     Block* block = caching_ ? take_free_block(pool, stream, size) : nullptr;
     if (block == nullptr) {
-      block = new_segment(pool, stream, size, requested);
+      const size_t bytes =
+          caching_ ? segment_size(size) : std::max<size_t>(size, 1);
+      void* ptr = try_runtime_malloc(bytes);
+      if (ptr == nullptr) {
+        // Free what the cache holds and try once more, as CUDA's allocator
+        // does. Another thread may have freed a fitting block meanwhile.
+        ++stats_.num_alloc_retries;
+        release_cached(lock);
+        block = caching_ ? take_free_block(pool, stream, size) : nullptr;
+        if (block == nullptr) {
+          ptr = try_runtime_malloc(bytes);
+        }
+      }
+      if (block == nullptr) {
+        if (ptr == nullptr) {
+          raise_out_of_memory(requested);
+        }
+        block = new_segment(pool, stream, ptr, bytes);
+      }
     }
     if (caching_ && should_split(*block, size)) {
       split(block, size);
@@ -175,8 +193,7 @@ class DeviceCache {
     if (!caching_) {
       // The segment goes back to the runtime, so its own stream must be done
       // with it as well.
-      block->stream_uses.push_back(c10::Stream(
-          c10::Stream::UNSAFE, c10::Device(kInfini, device_), block->stream));
+      block->stream_uses.push_back(stream_of(block->stream));
     }
     if (!block->stream_uses.empty()) {
       for (const c10::Stream& s : block->stream_uses) {
@@ -219,13 +236,9 @@ class DeviceCache {
   }
 
   void empty_cache() {
-    // cudaFree synchronizes the device; releasing memory that queued work may
-    // still touch must too. This is the only blocking path, and it is
-    // explicit (empty_cache, or an allocation that would otherwise fail).
-    runtime::provider().device_synchronize(device_);
-    std::lock_guard<std::mutex> guard(mutex_);
-    process_events();  // all complete after the synchronize
-    release_cached_locked();
+    std::unique_lock<std::mutex> lock(mutex_);
+    process_events();
+    release_cached(lock);
   }
 
   DeviceStats stats() {
@@ -289,40 +302,31 @@ class DeviceCache {
     return block;
   }
 
-  Block* new_segment(BlockPool& pool, c10::StreamId stream, size_t size,
-                     size_t requested) {
-    const size_t bytes = caching_ ? segment_size(size) : std::max<size_t>(size, 1);
-    void* ptr = try_runtime_malloc(bytes);
-    if (ptr == nullptr) {
-      // Free what the cache holds and try once more, as CUDA's allocator does.
-      ++stats_.num_alloc_retries;
-      runtime::provider().device_synchronize(device_);
-      process_events();
-      release_cached_locked();
-      ptr = try_runtime_malloc(bytes);
-    }
-    if (ptr == nullptr) {
-      ++stats_.num_ooms;
-      size_t free_bytes = 0;
-      size_t total_bytes = 0;
-      runtime::provider().mem_get_info(device_, &free_bytes, &total_bytes);
-      const size_t agg = static_cast<size_t>(StatType::AGGREGATE);
-      TORCH_CHECK_WITH(
-          OutOfMemoryError, false, "infini out of memory. Tried to allocate ",
-          format_bytes(requested), " on infini:", static_cast<int>(device_),
-          ". Device has ", format_bytes(total_bytes), " total, ",
-          format_bytes(free_bytes), " free; ",
-          format_bytes(stats_.allocated_bytes[agg].current),
-          " allocated by PyTorch, ",
-          format_bytes(stats_.reserved_bytes[agg].current),
-          " reserved in total by PyTorch",
-          limit_ != std::numeric_limits<size_t>::max()
-              ? " (capped by set_per_process_memory_fraction at " +
-                  format_bytes(limit_) + ")"
-              : std::string(),
-          ". Free tensors, call torch.infini.empty_cache(), or use smaller "
-          "batches.");
-    }
+  [[noreturn]] void raise_out_of_memory(size_t requested) {
+    ++stats_.num_ooms;
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    runtime::provider().mem_get_info(device_, &free_bytes, &total_bytes);
+    const size_t agg = static_cast<size_t>(StatType::AGGREGATE);
+    TORCH_CHECK_WITH(
+        OutOfMemoryError, false, "infini out of memory. Tried to allocate ",
+        format_bytes(requested), " on infini:", static_cast<int>(device_),
+        ". Device has ", format_bytes(total_bytes), " total, ",
+        format_bytes(free_bytes), " free; ",
+        format_bytes(stats_.allocated_bytes[agg].current),
+        " allocated by PyTorch, ",
+        format_bytes(stats_.reserved_bytes[agg].current),
+        " reserved in total by PyTorch",
+        limit_ != std::numeric_limits<size_t>::max()
+            ? " (capped by set_per_process_memory_fraction at " +
+                format_bytes(limit_) + ")"
+            : std::string(),
+        ". Free tensors, call torch.infini.empty_cache(), or use smaller "
+        "batches.");
+  }
+
+  Block* new_segment(BlockPool& pool, c10::StreamId stream, void* ptr,
+                     size_t bytes) {
     auto owned = std::make_unique<Block>();
     Block* block = owned.release();  // owned by the pools from here on
     block->device = device_;
@@ -427,18 +431,73 @@ class DeviceCache {
                 -static_cast<int64_t>(block->size));
   }
 
-  void release_cached_locked() {
+  // Returns every cached segment to the runtime that no work can use any
+  // more. A free block whose stream may still run work queued before its
+  // free (its own stream reuses it at once, ordered by the queue) is not yet
+  // safe to return: the segments leave the pools first, so nothing reuses
+  // them, and are freed only after a position recorded on their streams
+  // afterwards has been reached. The lock is released while waiting (no lock
+  // is held while the device works), and waiting reports no asynchronous
+  // error: those belong to the user's next synchronizing call.
+  void release_cached(std::unique_lock<std::mutex>& lock) {
+    // Frees that wait for other streams' work (record_stream, or every free
+    // without caching): wait for that work, so those blocks come back too.
+    c10::SmallVector<runtime::EventHandle, 8> waits;
+    for (const auto& [event, block] : pending_) {
+      waits.push_back(event);
+    }
+    if (!waits.empty()) {
+      lock.unlock();
+      for (runtime::EventHandle event : waits) {
+        // A pooled event may have been re-recorded meanwhile: that only
+        // makes the wait longer, never too short.
+        runtime::provider().event_wait(device_, event);
+      }
+      lock.lock();
+      process_events();
+    }
+    std::vector<Block*> segments;
     for (BlockPool* pool : {&small_, &large_}) {
       for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
         Block* block = *it;
         if (block->prev == nullptr && block->next == nullptr) {
           it = pool->blocks.erase(it);
-          free_segment(block);
+          segments.push_back(block);
         } else {
           ++it;
         }
       }
     }
+    if (segments.empty()) {
+      return;
+    }
+    c10::SmallVector<std::pair<c10::StreamId, runtime::EventHandle>, 8> marks;
+    for (const Block* block : segments) {
+      const bool seen = std::any_of(
+          marks.begin(), marks.end(),
+          [&](const auto& mark) { return mark.first == block->stream; });
+      if (!seen) {
+        runtime::EventHandle event = take_event();
+        runtime::provider().event_record(
+            device_, event, native_stream(stream_of(block->stream)));
+        marks.emplace_back(block->stream, event);
+      }
+    }
+    lock.unlock();
+    for (const auto& mark : marks) {
+      runtime::provider().event_wait(device_, mark.second);
+    }
+    lock.lock();
+    for (Block* block : segments) {
+      free_segment(block);
+    }
+    for (const auto& mark : marks) {
+      events_.push_back(mark.second);
+    }
+  }
+
+  c10::Stream stream_of(c10::StreamId id) const {
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kInfini, device_), id);
   }
 
   void process_events() {

@@ -10,8 +10,11 @@
 //   reused at once by S (S's queue orders the reuse after the old work), never
 //   by another stream until events recorded at free time on every stream that
 //   used it (record_stream) have completed. Freeing never blocks the host.
-// - Free neighbouring blocks of a segment merge; empty_cache returns unused
-//   segments to the runtime after synchronizing the device, as cudaFree does.
+// - Free neighbouring blocks of a segment merge; empty_cache (and an
+//   allocation that does not fit) returns unused segments to the runtime once
+//   the streams that used them have reached a position recorded after their
+//   free, waiting without the allocator lock and without reporting pending
+//   asynchronous errors (those belong to the user's synchronizing calls).
 // - TORCH_INFINI_ALLOC_CONF="caching:0" turns caching off for debugging:
 //   every block is its own segment, returned to the runtime as soon as the
 //   streams that used it are done.

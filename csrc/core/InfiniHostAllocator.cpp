@@ -5,7 +5,10 @@
 // Blocks come from the provider's MallocHost, rounded up to a power of two
 // and cached by size. A block that asynchronous copies used is reused only
 // after the events recorded for those copies have completed: freeing never
-// blocks the host.
+// blocks the host. A block keeps one event per stream that copied it, re-
+// recorded by each later copy on that stream (a stream runs in order, so its
+// last copy's completion covers the earlier ones): a long-lived buffer used
+// by any number of copies holds a bounded number of events.
 
 #include <ATen/core/CachingHostAllocator.h>
 #include <c10/util/Exception.h>
@@ -35,8 +38,13 @@ struct Block {
   char* ptr = nullptr;
   size_t size = 0;
   bool allocated = false;
-  // Events of copies still using the block: (device, event).
-  std::vector<std::pair<int, runtime::EventHandle>> events;
+  // The last copy on each stream that used the block since it was last
+  // handed out: (stream, event recorded after that copy).
+  struct Use {
+    c10::Stream stream;
+    runtime::EventHandle event;
+  };
+  std::vector<Use> uses;
 };
 
 void delete_pinned(void* ctx);
@@ -80,7 +88,7 @@ class PinnedHostAllocator final : public at::HostAllocator {
     block->allocated = false;
     stats_.active_requests.decrease(1);
     stats_.active_bytes.decrease(block->size);
-    if (block->events.empty()) {
+    if (block->uses.empty()) {
       free_[block->size].push_back(block);
     } else {
       pending_.push_back(block);
@@ -94,10 +102,19 @@ class PinnedHostAllocator final : public at::HostAllocator {
     auto* block = static_cast<Block*>(ctx);
     const int device = stream.device_index();
     auto& rt = runtime::provider();
+    // Recording never waits on the queue (the host runtime queues event
+    // records without backpressure), so it may happen under the lock, which
+    // keeps a re-record and process_pending() from interleaving.
+    std::lock_guard<std::mutex> guard(mutex_);
+    for (Block::Use& use : block->uses) {
+      if (use.stream == stream) {
+        rt.event_record(device, use.event, native_stream(stream));
+        return true;
+      }
+    }
     runtime::EventHandle ev = rt.event_create(device, false, false);
     rt.event_record(device, ev, native_stream(stream));
-    std::lock_guard<std::mutex> guard(mutex_);
-    block->events.emplace_back(device, ev);
+    block->uses.push_back(Block::Use{stream, ev});
     return true;
   }
 
@@ -161,13 +178,17 @@ class PinnedHostAllocator final : public at::HostAllocator {
     auto& rt = runtime::provider();
     for (auto it = pending_.begin(); it != pending_.end();) {
       Block* block = *it;
-      auto& events = block->events;
-      while (!events.empty() &&
-             rt.event_query(events.back().first, events.back().second)) {
-        rt.event_destroy(events.back().first, events.back().second);
-        events.pop_back();
+      auto& uses = block->uses;
+      for (auto use = uses.begin(); use != uses.end();) {
+        const int device = use->stream.device_index();
+        if (rt.event_query(device, use->event)) {
+          rt.event_destroy(device, use->event);
+          use = uses.erase(use);
+        } else {
+          ++use;
+        }
       }
-      if (events.empty()) {
+      if (uses.empty()) {
         free_[block->size].push_back(block);
         it = pending_.erase(it);
       } else {

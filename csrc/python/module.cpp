@@ -15,6 +15,7 @@
 #include "core/InfiniStream.h"
 #include "ops/fallback_policy.h"
 #include "ops/op_coverage.h"
+#include "python/gil.h"
 #include "runtime/aten_ops.h"
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
@@ -209,8 +210,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("_synchronize", [](int64_t d) {
     const auto device = resolve_device(static_cast<c10::DeviceIndex>(d));
-    py::gil_scoped_release no_gil;
-    runtime::provider().device_synchronize(device);
+    python::without_gil([&] { runtime::provider().device_synchronize(device); });
   });
 
   // The default generator of a device as a torch.Generator (Python keeps
@@ -258,10 +258,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
 
   m.def("_memory_stats", &memory_stats);
-  m.def("_empty_cache", [] {
-    py::gil_scoped_release no_gil;
-    allocator::empty_cache();
-  });
+  m.def("_empty_cache", [] { python::without_gil(&allocator::empty_cache); });
   m.def("_reset_peak_memory_stats", [](int64_t d) {
     allocator::reset_peak_stats(static_cast<c10::DeviceIndex>(d));
   });

@@ -74,6 +74,13 @@ class Provider {
                             StreamHandle stream) = 0;
   virtual bool event_query(int device, EventHandle event) = 0;
   virtual void event_synchronize(int device, EventHandle event) = 0;
+  // Blocks until `event` completes without reporting asynchronous errors of
+  // the work before it: the allocators wait this way, so that a pending
+  // error reaches the user's next synchronizing call instead of breaking an
+  // unrelated allocation or empty_cache.
+  virtual void event_wait(int device, EventHandle event) {
+    event_synchronize(device, event);
+  }
   virtual float event_elapsed_ms(int device, EventHandle start,
                                  EventHandle end) = 0;
 

@@ -166,18 +166,32 @@ void HostProvider::stream_wait_event(int device, StreamHandle handle,
 
 void HostProvider::device_synchronize(int device) {
   Device& d = dev(device);
-  stream_synchronize(device, nullptr);
-  std::vector<HostStream*> streams;
+  std::vector<HostStream*> streams{&stream(device, nullptr)};
   {
     std::lock_guard<std::mutex> guard(d.streams_mutex);
     for (auto& s : d.streams) {
       streams.push_back(s.get());
     }
   }
-  // Synchronize outside the lock: the workers may be long busy.
+  // Wait for every stream first (outside the lock: the workers may be long
+  // busy), then report: an error on one stream must not cut the wait for the
+  // others short. Every pending error is reported, in one exception, so the
+  // next call succeeds.
   for (HostStream* s : streams) {
-    checked([&] { s->synchronize(); });
+    s->wait_idle();
   }
+  std::string report;
+  size_t failed = 0;
+  for (HostStream* s : streams) {
+    std::string error = s->take_error();
+    if (!error.empty()) {
+      report += (failed++ == 0 ? "" : "\n") + error;
+    }
+  }
+  TORCH_CHECK(failed == 0, failed == 1 ? "" : std::to_string(failed) +
+                  " streams of device " + std::to_string(device) +
+                  " failed:\n",
+              report);
 }
 
 HostEvent& HostProvider::event(EventHandle handle) {
@@ -217,7 +231,11 @@ bool HostProvider::event_query(int /*device*/, EventHandle ev) {
 }
 
 void HostProvider::event_synchronize(int /*device*/, EventHandle ev) {
-  event(ev).synchronize();
+  checked([&] { event(ev).synchronize(); });
+}
+
+void HostProvider::event_wait(int /*device*/, EventHandle ev) {
+  event(ev).wait();
 }
 
 float HostProvider::event_elapsed_ms(int /*device*/, EventHandle start,

@@ -50,6 +50,7 @@ class HostProvider final : public Provider {
                     StreamHandle stream) override;
   bool event_query(int device, EventHandle event) override;
   void event_synchronize(int device, EventHandle event) override;
+  void event_wait(int device, EventHandle event) override;
   float event_elapsed_ms(int device, EventHandle start,
                          EventHandle end) override;
 

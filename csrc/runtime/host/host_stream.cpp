@@ -30,6 +30,9 @@ bool spin_until(Ready ready) {
   }
 }
 
+// Set on every stream worker: what a worker queues never waits for space.
+thread_local bool on_worker_thread = false;
+
 }  // namespace
 
 HostStream::HostStream(int device, int priority)
@@ -46,11 +49,16 @@ HostStream::~HostStream() {
   }
 }
 
-uint64_t HostStream::enqueue(Task task) {
+uint64_t HostStream::enqueue(Task task, bool may_block) {
   bool wake = false;
   uint64_t ticket = 0;
   {
-    std::lock_guard<std::mutex> guard(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (may_block && !on_worker_thread && queue_.size() >= kMaxQueueDepth) {
+      ++space_waiters_;
+      space_cv_.wait(lock, [&] { return queue_.size() <= kResumeDepth; });
+      --space_waiters_;
+    }
     queue_.push_back(std::move(task));
     ticket = ++submitted_;
     wake = worker_sleeping_;
@@ -75,36 +83,43 @@ void HostStream::wait_for(uint64_t ticket) {
   --sync_waiters_;
 }
 
-void HostStream::raise_pending_error_locked(std::unique_lock<std::mutex>& lock) {
-  if (error_.empty()) {
-    return;
+void HostStream::wait_idle() {
+  wait_for(submitted_.load());
+}
+
+std::string HostStream::take_error(uint64_t ticket) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (error_.empty() || error_ticket_ > ticket) {
+    return {};
   }
   std::string message = std::move(error_);
   error_.clear();
-  lock.unlock();
-  throw std::runtime_error(message);
+  error_ticket_ = 0;
+  return message;
+}
+
+void HostStream::raise_error(uint64_t ticket) {
+  std::string message = take_error(ticket);
+  if (!message.empty()) {
+    throw std::runtime_error(message);
+  }
 }
 
 void HostStream::synchronize() {
-  const uint64_t target = submitted_.load();
-  spin_until([&] { return completed_.load() >= target; });
-  std::unique_lock<std::mutex> lock(mutex_);
-  ++sync_waiters_;
-  done_cv_.wait(lock, [&] { return completed_ >= target; });
-  --sync_waiters_;
-  raise_pending_error_locked(lock);
+  wait_idle();
+  raise_error();
 }
 
 bool HostStream::query() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  const bool done = completed_ >= submitted_;
+  const bool done = completed_.load() >= submitted_.load();
   if (done) {
-    raise_pending_error_locked(lock);
+    raise_error();
   }
   return done;
 }
 
 void HostStream::run() {
+  on_worker_thread = true;
   std::unique_lock<std::mutex> lock(mutex_);
   uint64_t taken = 0;  // tasks this worker has popped
   for (;;) {
@@ -124,6 +139,9 @@ void HostStream::run() {
     Task task = std::move(queue_.front());
     queue_.pop_front();
     ++taken;
+    if (space_waiters_ > 0 && queue_.size() <= kResumeDepth) {
+      space_cv_.notify_all();
+    }
     // Never hold the queue lock while work runs: submitters must not wait on
     // the device.
     lock.unlock();
@@ -141,11 +159,12 @@ void HostStream::run() {
     // that synchronize() really means "nothing of it is left".
     task = nullptr;
     lock.lock();
+    ++completed_;
     if (!failure.empty() && error_.empty()) {
       error_ = "infini host runtime: asynchronous error on device " +
           std::to_string(device_) + ": " + failure;
+      error_ticket_ = taken;
     }
-    ++completed_;
     if (sync_waiters_ > 0) {
       done_cv_.notify_all();
     }
@@ -162,7 +181,8 @@ void HostEvent::record(HostStream& stream) {
   mark->stream = &stream;
   // The worker writes the time before it advances the stream's counter, and
   // readers only read it after seeing the counter reach the ticket.
-  mark->ticket = stream.enqueue([mark] { mark->time = Clock::now(); });
+  mark->ticket = stream.enqueue([mark] { mark->time = Clock::now(); },
+                                /*may_block=*/false);
   std::lock_guard<std::mutex> guard(mutex_);
   last_ = std::move(mark);
 }
@@ -180,10 +200,18 @@ bool HostEvent::query() {
   return mark == nullptr || mark->stream->reached(mark->ticket);
 }
 
+void HostEvent::wait() {
+  std::shared_ptr<Mark> mark = last_mark();
+  if (mark != nullptr) {
+    mark->stream->wait_for(mark->ticket);
+  }
+}
+
 void HostEvent::synchronize() {
   std::shared_ptr<Mark> mark = last_mark();
   if (mark != nullptr) {
     mark->stream->wait_for(mark->ticket);
+    mark->stream->raise_error(mark->ticket);
   }
 }
 

@@ -31,30 +31,47 @@ class HostStream {
   int device() const { return device_; }
   int priority() const { return priority_; }
 
-  // Queues `task`; returns at once. Tasks run in submission order. Returns
-  // the task's ticket: the stream has run it once completed() reaches it.
-  uint64_t enqueue(Task task);
+  // Queues `task`; returns at once, unless the queue already holds
+  // kMaxQueueDepth pending tasks: then the caller waits until the worker has
+  // drained it to kResumeDepth (backpressure, as a CUDA launch blocks on a
+  // full queue), so a fast producer cannot grow host memory without bound.
+  // `may_block=false` never waits: event records, which the allocators queue
+  // under their locks, and anything queued from a worker thread (a worker
+  // waiting on another stream's full queue could close a cycle of waits).
+  // Tasks run in submission order. Returns the task's ticket: the stream has
+  // run it once completed() reaches it.
+  uint64_t enqueue(Task task, bool may_block = true);
   // Whether the task with `ticket` has run (and everything before it).
   bool reached(uint64_t ticket);
   // Blocks until the task with `ticket` has run. Does not report task errors:
-  // those belong to synchronize() and query().
+  // those belong to the synchronizing calls.
   void wait_for(uint64_t ticket);
+  // Blocks until everything queued so far has run, without reporting errors.
+  void wait_idle();
   // Blocks until everything queued so far has run. Rethrows the first error a
-  // task raised since the last synchronize (errors are sticky until seen, as
+  // task raised since it was last reported (errors are sticky until seen, as
   // asynchronous errors are on an accelerator).
   void synchronize();
-  // True when nothing queued is still pending.
+  // True when nothing queued is still pending; then reports a pending error.
   bool query();
+  // Takes (clears and returns) the pending error if the task that raised it
+  // is at or before `ticket`; empty when there is none.
+  std::string take_error(uint64_t ticket = UINT64_MAX);
+  // Rethrows take_error(ticket) if there is one.
+  void raise_error(uint64_t ticket = UINT64_MAX);
+
+  static constexpr size_t kMaxQueueDepth = 1024;
+  static constexpr size_t kResumeDepth = kMaxQueueDepth * 3 / 4;
 
  private:
   void run();
-  void raise_pending_error_locked(std::unique_lock<std::mutex>& lock);
 
   const int device_;
   const int priority_;
   std::mutex mutex_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
+  std::condition_variable space_cv_;  // producers waiting on a full queue
   std::deque<Task> queue_;
   // Written under mutex_ (so condition variables see them consistently), read
   // without it while spinning.
@@ -64,8 +81,10 @@ class HostStream {
   // waiters only when there are any, so a busy queue runs without them.
   bool worker_sleeping_ = false;
   int sync_waiters_ = 0;
+  int space_waiters_ = 0;
   bool stopping_ = false;
   std::string error_;
+  uint64_t error_ticket_ = 0;  // the ticket of the task that raised error_
   std::thread worker_;
 };
 
@@ -79,12 +98,18 @@ class HostEvent {
   int device() const { return device_; }
   bool timing() const { return timing_; }
 
+  // Never waits on a full queue (see HostStream::enqueue).
   void record(HostStream& stream);
   // Makes `stream` wait, in its queue, for the most recent record of this
   // event at the time of the call (CUDA's cudaStreamWaitEvent semantics: a
   // later record does not change what an earlier wait waits for).
   void block(HostStream& stream);
   bool query();
+  // Blocks until the last record has been reached, without reporting errors.
+  void wait();
+  // Blocks like wait(), then reports the pending error of the recorded stream
+  // if the task that raised it ran before the record (cudaEventSynchronize
+  // reports the failure of the work it waited for).
   void synchronize();
   // Milliseconds from `start` to this event; both must have completed.
   float elapsed_since(HostEvent& start);

@@ -1,0 +1,115 @@
+"""Backpressure: a stream's queue holds at most 1024 pending operations (as a
+CUDA stream's launch queue does); past that the submitting thread waits for
+the worker to drain it, so a producer faster than the device cannot grow host
+memory without bound. Results stay exact."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+import torch_infini  # noqa: F401
+from infini_testing import hold, on_host
+
+DEV = torch.device("infini:0")
+DEPTH = 1024
+
+pytestmark = pytest.mark.skipif(not on_host(), reason="the queue depth is the host runtime's")
+
+
+def submit_in_thread(stream: torch.Stream, x: torch.Tensor, n: int) -> tuple[threading.Thread, dict]:
+    """Queue ``n`` in-place adds on ``stream`` from a new thread; returns the
+    thread and a dict that receives the moment it finished submitting."""
+    done: dict = {}
+
+    def produce():
+        with torch.infini.stream(stream):
+            for _ in range(n):
+                x.add_(1)
+        done["at"] = time.monotonic()
+
+    thread = threading.Thread(target=produce, daemon=True)
+    return thread, done
+
+
+def run_held(n: int, hold_ms: float) -> tuple[float, float, torch.Tensor]:
+    s = torch.infini.Stream()
+    x = torch.zeros(4, device=DEV)
+    x.add_(1).sub_(1)  # the operator's first call (its metadata) is not timed
+    s.wait_stream(torch.infini.current_stream())
+    hold(s, hold_ms)
+    start = time.monotonic()
+    thread, done = submit_in_thread(s, x, n)
+    thread.start()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    s.synchronize()
+    end = time.monotonic()
+    return done["at"] - start, end - start, x
+
+
+def test_submitting_past_the_depth_waits_for_the_worker():
+    submitted_after, _, x = run_held(DEPTH + 200, hold_ms=1500)
+    # The worker is held for 1.5 s: a producer of more than DEPTH operations
+    # cannot have finished submitting before that.
+    assert submitted_after > 1.2, submitted_after
+    assert torch.equal(x.cpu(), torch.full((4,), float(DEPTH + 200)))
+
+
+def test_submitting_within_the_depth_does_not_wait():
+    submitted_after, total, x = run_held(DEPTH - 100, hold_ms=1500)
+    assert submitted_after < 1.0, submitted_after
+    assert total > 1.2
+    assert torch.equal(x.cpu(), torch.full((4,), float(DEPTH - 100)))
+
+
+def test_a_full_queue_with_a_cross_stream_wait_does_not_deadlock():
+    """Both streams full, one waiting on the other's event: both drain."""
+    a, b = torch.infini.Stream(), torch.infini.Stream()
+    x = torch.zeros(4, device=DEV)
+    y = torch.zeros(4, device=DEV)
+    y.add_(x)
+    a.wait_stream(torch.infini.current_stream())
+    b.wait_stream(torch.infini.current_stream())
+    hold(a, 300)
+    with torch.infini.stream(a):
+        for _ in range(DEPTH + 50):
+            x.add_(1)
+        event = torch.infini.Event()
+        event.record()
+    with torch.infini.stream(b):
+        b.wait_event(event)
+        for _ in range(DEPTH + 50):
+            y.add_(x)  # reads x after all of a's adds
+    b.synchronize()
+    assert torch.equal(y.cpu(), torch.full((4,), float((DEPTH + 50) ** 2)))
+
+
+def test_pending_operations_never_exceed_the_depth():
+    """While the worker is held, a producer of 3000 operations gets no further
+    than the depth (plus the one it is waiting to queue)."""
+    s = torch.infini.Stream()
+    x = torch.zeros(4, device=DEV)
+    x.add_(1).sub_(1)
+    s.wait_stream(torch.infini.current_stream())
+    progress = [0]
+
+    def produce():
+        with torch.infini.stream(s):
+            for _ in range(3000):
+                x.add_(1)
+                progress[0] += 1
+
+    hold(s, 1500)
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    time.sleep(1.0)
+    queued_while_held = progress[0]
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    s.synchronize()
+    assert DEPTH - 10 <= queued_while_held <= DEPTH, queued_while_held
+    assert torch.equal(x.cpu(), torch.full((4,), 3000.0))
