@@ -41,6 +41,9 @@ import torch  # noqa: E402
 from . import _C  # noqa: E402  (registers the device guard, hooks, allocator, kernels)
 from . import fallback  # noqa: E402
 from . import fused_ops  # noqa: E402  (torch.ops.infini.swiglu, silu_and_mul, causal_softmax)
+from . import _compile  # noqa: E402
+
+_compile.install()  # torch.compile's device interface and Inductor backend, when PyTorch loads them
 from . import infini as _infini_module  # noqa: E402
 from .diagnostics import diagnostics, operator_table, registered_operators  # noqa: E402
 
