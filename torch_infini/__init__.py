@@ -27,6 +27,10 @@ it. ``torch_infini.fallback.coverage()`` reports every operator called on
 infini tensors (native, fallback, unsupported; calls; time), and
 ``TORCH_INFINI_OP_REPORT=1`` prints that report at exit. See
 ``torch_infini.fallback``.
+
+torch.distributed: the ``"infini"`` c10d backend (``torch_infini.distributed``)
+runs collectives on infini tensors, stream-ordered, over gloo; a process that
+uses infini picks it in ``init_process_group()`` without a backend.
 """
 
 from __future__ import annotations
@@ -39,13 +43,15 @@ _BUILD_INFO = _check_build()
 import torch  # noqa: E402
 
 from . import _C  # noqa: E402  (registers the device guard, hooks, allocator, kernels)
+from . import distributed  # noqa: E402
 from . import fallback  # noqa: E402
 from . import infini as _infini_module  # noqa: E402
 from .diagnostics import diagnostics, operator_table, registered_operators  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["diagnostics", "operator_table", "registered_operators", "fallback", "build_info", "__version__"]
+__all__ = ["diagnostics", "operator_table", "registered_operators", "distributed", "fallback",
+           "build_info", "__version__"]
 
 
 def build_info() -> dict:
@@ -62,4 +68,5 @@ def _register() -> None:
 
 
 _register()
+distributed._register()
 fallback._setup_from_environment()

@@ -13,6 +13,7 @@
 #include "core/InfiniStream.h"
 #include "ops/fallback_policy.h"
 #include "ops/op_coverage.h"
+#include "python/distributed_bindings.h"
 #include "runtime/aten_ops.h"
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
@@ -128,6 +129,7 @@ py::dict memory_stats(int64_t device) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace torch_infini;
   register_hooks();
+  bind_distributed(m);
 
   m.def("_infini_stack_compiled", &runtime::infini_stack_compiled);
   m.def("_is_in_bad_fork", &runtime::in_bad_fork);

@@ -1,0 +1,658 @@
+#include "distributed/ProcessGroupInfini.h"
+
+#include <c10/util/Exception.h>
+
+#include <utility>
+
+#include "core/InfiniFunctions.h"
+#include "core/InfiniStream.h"
+
+namespace torch_infini::distributed {
+namespace {
+
+using c10d::OpType;
+using c10d::ReduceOp;
+using Work = c10::intrusive_ptr<c10d::Work>;
+
+std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> out;
+  for (const auto& list : lists) {
+    out.insert(out.end(), list.begin(), list.end());
+  }
+  return out;
+}
+
+std::vector<at::Tensor> concat(std::vector<at::Tensor> a, const std::vector<at::Tensor>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+const char* reduce_op_name(ReduceOp::RedOpType op) {
+  switch (op) {
+    case ReduceOp::SUM: return "SUM";
+    case ReduceOp::AVG: return "AVG";
+    case ReduceOp::PRODUCT: return "PRODUCT";
+    case ReduceOp::MIN: return "MIN";
+    case ReduceOp::MAX: return "MAX";
+    case ReduceOp::BAND: return "BAND";
+    case ReduceOp::BOR: return "BOR";
+    case ReduceOp::BXOR: return "BXOR";
+    case ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
+    default: return "UNUSED";
+  }
+}
+
+// How a reduction runs on the host backend: the op it computes there and,
+// for PREMUL_SUM, the factor the staged inputs are scaled by first.
+struct HostReduction {
+  ReduceOp op;
+  std::optional<double> factor;
+  at::Tensor factor_tensor;  // a 1-element tensor factor (staged if on device)
+
+  // Scales the staged inputs (issuer thread, inputs on the host).
+  void prepare(const std::vector<at::Tensor>& host_inputs) const {
+    if (factor) {
+      for (const auto& t : host_inputs) {
+        t.mul_(*factor);
+      }
+    } else if (factor_tensor.defined()) {
+      const at::Tensor f = factor_tensor.reshape({});
+      for (const auto& t : host_inputs) {
+        t.mul_(f);
+      }
+    }
+  }
+};
+
+// Checked at the call, where gloo would only fail later on its own thread.
+HostReduction host_reduction(const char* op_name, const ReduceOp& op,
+                             const std::vector<at::Tensor>& tensors,
+                             StagedJob* job) {
+  for (const auto& t : tensors) {
+    const bool integral = c10::isIntegralType(t.scalar_type(), /*includeBool=*/true);
+    switch (op.op_) {
+      case ReduceOp::BAND:
+      case ReduceOp::BOR:
+      case ReduceOp::BXOR:
+        TORCH_CHECK(integral, op_name, " on infini: ReduceOp.", reduce_op_name(op.op_),
+                    " needs integer tensors, got ", t.scalar_type());
+        break;
+      case ReduceOp::AVG:
+        TORCH_CHECK(!integral, op_name, " on infini: ReduceOp.AVG of ", t.scalar_type(),
+                    " tensors is not supported (the average is not representable in "
+                    "the dtype); reduce with ReduceOp.SUM and divide");
+        break;
+      case ReduceOp::SUM:
+      case ReduceOp::PRODUCT:
+      case ReduceOp::MIN:
+      case ReduceOp::MAX:
+      case ReduceOp::PREMUL_SUM:
+        break;
+      default:
+        TORCH_CHECK(false, op_name, " on infini: unsupported ReduceOp ",
+                    static_cast<int>(op.op_));
+    }
+  }
+  HostReduction r{op, std::nullopt, {}};
+  if (op.op_ == ReduceOp::PREMUL_SUM) {
+    const auto* supplement =
+        dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+    TORCH_CHECK(supplement != nullptr, op_name,
+                " on infini: ReduceOp.PREMUL_SUM without its factor");
+    if (supplement->tensor_factor.defined()) {
+      const at::Tensor& f = supplement->tensor_factor;
+      r.factor_tensor = f.device().type() == kInfini && job ? job->stage_in(f) : f.cpu();
+    } else {
+      r.factor = supplement->double_factor;
+    }
+    r.op = ReduceOp(ReduceOp::SUM);
+  }
+  return r;
+}
+
+template <typename Options>
+Options with_host_reduction(Options opts, const HostReduction& r) {
+  opts.reduceOp = r.op;
+  return opts;
+}
+
+}  // namespace
+
+ProcessGroupInfini::ProcessGroupInfini(c10::intrusive_ptr<c10d::Backend> host,
+                                       int rank, int size)
+    : c10d::Backend(rank, size),
+      host_(std::move(host)),
+      comm_streams_(static_cast<size_t>(device_count())),
+      queue_(std::make_unique<StagedQueue>(
+          [this](c10::DeviceIndex d) { return comm_stream(d); })) {
+  TORCH_CHECK(host_, "infini process group: no host backend");
+}
+
+ProcessGroupInfini::~ProcessGroupInfini() {
+  queue_->shutdown();
+}
+
+c10::Stream ProcessGroupInfini::comm_stream(c10::DeviceIndex device) {
+  std::lock_guard<std::mutex> lock(streams_mutex_);
+  auto& slot = comm_streams_.at(static_cast<size_t>(device));
+  if (!slot) {
+    slot = stream_from_pool(kHighestStreamPriority, device);
+  }
+  return *slot;
+}
+
+std::optional<c10::Device> ProcessGroupInfini::device_of(
+    const char* op, const std::vector<at::Tensor>& tensors) const {
+  std::optional<c10::Device> device;
+  bool any_cpu = false;
+  for (const auto& t : tensors) {
+    TORCH_CHECK(t.defined(), op, " on infini: undefined tensor");
+    if (t.device().is_cpu()) {
+      any_cpu = true;
+      continue;
+    }
+    TORCH_CHECK(t.device().type() == kInfini, op,
+                " on the infini process group: tensors must be on infini or the CPU, got ",
+                t.device());
+    TORCH_CHECK(!device || *device == t.device(), op,
+                " on infini: all tensors must be on one device, got ", *device,
+                " and ", t.device());
+    TORCH_CHECK(!t.is_sparse(), op, " on infini: sparse tensors are not supported");
+    device = t.device();
+  }
+  TORCH_CHECK(!(device && any_cpu), op,
+              " on infini: tensors must all be on the CPU or all on ", *device,
+              ", got a mix");
+  return device;
+}
+
+Work ProcessGroupInfini::submit(std::shared_ptr<StagedJob> job, OpType type,
+                                std::vector<at::Tensor> results) {
+  job->work = c10::make_intrusive<InfiniWork>(rank_, type, std::move(results), job->device);
+  {
+    std::lock_guard<std::mutex> lock(coalescing_mutex_);
+    if (coalescing_) {
+      coalesced_.push_back(job->work);
+    }
+  }
+  Work work = job->work;
+  queue_->submit(std::move(job));
+  return work;
+}
+
+void ProcessGroupInfini::startCoalescing() {
+  std::lock_guard<std::mutex> lock(coalescing_mutex_);
+  TORCH_CHECK(!coalescing_, "infini process group: startCoalescing() called twice");
+  coalescing_ = true;
+  coalesced_.clear();
+}
+
+Work ProcessGroupInfini::endCoalescing() {
+  std::vector<c10::intrusive_ptr<InfiniWork>> members;
+  {
+    std::lock_guard<std::mutex> lock(coalescing_mutex_);
+    TORCH_CHECK(coalescing_, "infini process group: endCoalescing() without startCoalescing()");
+    coalescing_ = false;
+    members.swap(coalesced_);
+  }
+  // Completes after every member (the completer runs jobs in order).
+  auto marker = std::make_shared<StagedJob>(c10::Device(kInfini, current_device()));
+  marker->members = std::move(members);
+  std::vector<at::Tensor> results;
+  for (const auto& m : marker->members) {
+    auto r = m->result();
+    results.insert(results.end(), r.begin(), r.end());
+  }
+  marker->work = c10::make_intrusive<InfiniWork>(rank_, OpType::COALESCED,
+                                                 std::move(results), marker->device);
+  Work work = marker->work;
+  queue_->submit(std::move(marker));
+  return work;
+}
+
+Work ProcessGroupInfini::broadcast(std::vector<at::Tensor>& tensors,
+                                   const c10d::BroadcastOptions& opts) {
+  auto device = device_of("broadcast", tensors);
+  if (!device) {
+    return host_->broadcast(tensors, opts);
+  }
+  auto job = std::make_shared<StagedJob>(*device);
+  const bool root = opts.rootRank == rank_;
+  std::vector<at::Tensor> host;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    // Only the root's data travels; the other ranks' staging is overwritten.
+    host.push_back(root ? job->stage_in(tensors[i]) : StagedJob::host_like(tensors[i]));
+    if (!(root && static_cast<int64_t>(i) == opts.rootTensor)) {
+      job->copy_back(tensors[i], host.back());
+    }
+  }
+  job->issue = [this, host, opts]() mutable { return host_->broadcast(host, opts); };
+  return submit(std::move(job), OpType::BROADCAST, tensors);
+}
+
+Work ProcessGroupInfini::allreduce(std::vector<at::Tensor>& tensors,
+                                   const c10d::AllreduceOptions& opts) {
+  auto device = device_of("allreduce", tensors);
+  if (!device) {
+    return host_->allreduce(tensors, opts);
+  }
+  auto job = std::make_shared<StagedJob>(*device);
+  const HostReduction reduction = host_reduction("allreduce", opts.reduceOp, tensors, job.get());
+  std::vector<at::Tensor> host;
+  for (const auto& t : tensors) {
+    host.push_back(job->stage_in(t));
+    job->copy_back(t, host.back());
+  }
+  job->issue = [this, host, reduction, opts = with_host_reduction(opts, reduction)]() mutable {
+    reduction.prepare(host);
+    return host_->allreduce(host, opts);
+  };
+  return submit(std::move(job), OpType::ALLREDUCE, tensors);
+}
+
+Work ProcessGroupInfini::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  auto device = device_of("allreduce_coalesced", tensors);
+  if (!device) {
+    return host_->allreduce_coalesced(tensors, opts);
+  }
+  auto job = std::make_shared<StagedJob>(*device);
+  const HostReduction reduction =
+      host_reduction("allreduce_coalesced", opts.reduceOp, tensors, job.get());
+  std::vector<at::Tensor> host;
+  for (const auto& t : tensors) {
+    host.push_back(job->stage_in(t));
+    job->copy_back(t, host.back());
+  }
+  job->issue = [this, host, reduction, opts = with_host_reduction(opts, reduction)]() mutable {
+    reduction.prepare(host);
+    return host_->allreduce_coalesced(host, opts);
+  };
+  return submit(std::move(job), OpType::ALLREDUCE_COALESCED, tensors);
+}
+
+Work ProcessGroupInfini::reduce(std::vector<at::Tensor>& tensors,
+                                const c10d::ReduceOptions& opts) {
+  auto device = device_of("reduce", tensors);
+  if (!device) {
+    return host_->reduce(tensors, opts);
+  }
+  auto job = std::make_shared<StagedJob>(*device);
+  const HostReduction reduction = host_reduction("reduce", opts.reduceOp, tensors, job.get());
+  std::vector<at::Tensor> host;
+  for (const auto& t : tensors) {
+    host.push_back(job->stage_in(t));
+    // Every rank's buffer, as the host backend may use non-root buffers too.
+    job->copy_back(t, host.back());
+  }
+  job->issue = [this, host, reduction, opts = with_host_reduction(opts, reduction)]() mutable {
+    reduction.prepare(host);
+    return host_->reduce(host, opts);
+  };
+  return submit(std::move(job), OpType::REDUCE, tensors);
+}
+
+Work ProcessGroupInfini::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                   std::vector<at::Tensor>& inputs,
+                                   const c10d::AllgatherOptions& opts) {
+  auto device = device_of("allgather", concat(flatten(outputs), inputs));
+  if (!device) {
+    return host_->allgather(outputs, inputs, opts);
+  }
+  auto job = std::make_shared<StagedJob>(*device);
+  std::vector<at::Tensor> host_in;
+  for (const auto& t : inputs) {
+    host_in.push_back(job->stage_in(t));
+  }
+  std::vector<std::vector<at::Tensor>> host_out;
+  for (const auto& list : outputs) {
+    host_out.emplace_back();
+    for (const auto& t : list) {
+      host_out.back().push_back(StagedJob::host_like(t));
+      job->copy_back(t, host_out.back().back());
+    }
+  }
+  job->issue = [this, host_in, host_out, opts]() mutable {
+    return host_->allgather(host_out, host_in, opts);
+  };
+  return submit(std::move(job), OpType::ALLGATHER, flatten(outputs));
+}
+
+Work ProcessGroupInfini::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                         const c10d::AllgatherOptions& opts) {
+  auto device = device_of("all_gather_into_tensor", {output, input});
+  if (!device) {
+    return host_->_allgather_base(output, input, opts);
+  }
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(),
+              "all_gather_into_tensor on infini: output and input dtypes differ (",
+              output.scalar_type(), " vs ", input.scalar_type(), ")");
+  TORCH_CHECK(output.numel() == input.numel() * size_,
+              "all_gather_into_tensor on infini: the output must have world_size (", size_,
+              ") times the input's elements, got ", output.numel(), " and ", input.numel());
+  auto job = std::make_shared<StagedJob>(*device);
+  at::Tensor host_in = job->stage_in(input);
+  at::Tensor host_out = StagedJob::host_like(output);
+  job->copy_back(output, host_out);
+  job->issue = [this, host_in, host_out, opts]() mutable {
+    return host_->_allgather_base(host_out, host_in, opts);
+  };
+  return submit(std::move(job), OpType::_ALLGATHER_BASE, {output});
+}
+
+Work ProcessGroupInfini::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  auto device = device_of("allgather_coalesced", concat(flatten(outputs), inputs));
+  if (!device) {
+    return host_->allgather_coalesced(outputs, inputs, opts);
+  }
+  auto job = std::make_shared<StagedJob>(*device);
+  std::vector<at::Tensor> host_in;
+  for (const auto& t : inputs) {
+    host_in.push_back(job->stage_in(t));
+  }
+  std::vector<std::vector<at::Tensor>> host_out;
+  for (const auto& list : outputs) {
+    host_out.emplace_back();
+    for (const auto& t : list) {
+      host_out.back().push_back(StagedJob::host_like(t));
+      job->copy_back(t, host_out.back().back());
+    }
+  }
+  job->issue = [this, host_in, host_out, opts]() mutable {
+    return host_->allgather_coalesced(host_out, host_in, opts);
+  };
+  return submit(std::move(job), OpType::ALLGATHER_COALESCED, flatten(outputs));
+}
+
+Work ProcessGroupInfini::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  auto device = device_of("allgather_into_tensor_coalesced", concat(outputs, inputs));
+  if (!device) {
+    return host_->allgather_into_tensor_coalesced(outputs, inputs, opts);
+  }
+  auto job = std::make_shared<StagedJob>(*device);
+  std::vector<at::Tensor> host_in;
+  std::vector<at::Tensor> host_out;
+  for (const auto& t : inputs) {
+    host_in.push_back(job->stage_in(t));
+  }
+  for (const auto& t : outputs) {
+    host_out.push_back(StagedJob::host_like(t));
+    job->copy_back(t, host_out.back());
+  }
+  job->issue = [this, host_in, host_out, opts]() mutable {
+    return host_->allgather_into_tensor_coalesced(host_out, host_in, opts);
+  };
+  return submit(std::move(job), OpType::COALESCED, outputs);
+}
+
+Work ProcessGroupInfini::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                std::vector<at::Tensor>& inputs,
+                                const c10d::GatherOptions& opts) {
+  auto device = device_of("gather", concat(flatten(outputs), inputs));
+  if (!device) {
+    return host_->gather(outputs, inputs, opts);
+  }
+  auto job = std::make_shared<StagedJob>(*device);
+  std::vector<at::Tensor> host_in;
+  for (const auto& t : inputs) {
+    host_in.push_back(job->stage_in(t));
+  }
+  std::vector<std::vector<at::Tensor>> host_out;
+  for (const auto& list : outputs) {
+    host_out.emplace_back();
+    for (const auto& t : list) {
+      host_out.back().push_back(StagedJob::host_like(t));
+      job->copy_back(t, host_out.back().back());
+    }
+  }
+  job->issue = [this, host_in, host_out, opts]() mutable {
+    return host_->gather(host_out, host_in, opts);
+  };
+  return submit(std::move(job), OpType::GATHER, flatten(outputs));
+}
+
+Work ProcessGroupInfini::scatter(std::vector<at::Tensor>& outputs,
+                                 std::vector<std::vector<at::Tensor>>& inputs,
+                                 const c10d::ScatterOptions& opts) {
+  auto device = device_of("scatter", concat(outputs, flatten(inputs)));
+  if (!device) {
+    return host_->scatter(outputs, inputs, opts);
+  }
+  auto job = std::make_shared<StagedJob>(*device);
+  std::vector<std::vector<at::Tensor>> host_in;
+  for (const auto& list : inputs) {
+    host_in.emplace_back();
+    for (const auto& t : list) {
+      host_in.back().push_back(job->stage_in(t));
+    }
+  }
+  std::vector<at::Tensor> host_out;
+  for (const auto& t : outputs) {
+    host_out.push_back(StagedJob::host_like(t));
+    job->copy_back(t, host_out.back());
+  }
+  job->issue = [this, host_in, host_out, opts]() mutable {
+    return host_->scatter(host_out, host_in, opts);
+  };
+  return submit(std::move(job), OpType::SCATTER, outputs);
+}
+
+Work ProcessGroupInfini::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                        std::vector<std::vector<at::Tensor>>& inputs,
+                                        const c10d::ReduceScatterOptions& opts) {
+  const auto all_inputs = flatten(inputs);
+  auto device = device_of("reduce_scatter", concat(outputs, all_inputs));
+  if (!device) {
+    return host_->reduce_scatter(outputs, inputs, opts);
+  }
+  auto job = std::make_shared<StagedJob>(*device);
+  const HostReduction reduction =
+      host_reduction("reduce_scatter", opts.reduceOp, all_inputs, job.get());
+  std::vector<std::vector<at::Tensor>> host_in;
+  std::vector<at::Tensor> host_in_flat;
+  for (const auto& list : inputs) {
+    host_in.emplace_back();
+    for (const auto& t : list) {
+      host_in.back().push_back(job->stage_in(t));
+      host_in_flat.push_back(host_in.back().back());
+    }
+  }
+  std::vector<at::Tensor> host_out;
+  for (const auto& t : outputs) {
+    host_out.push_back(StagedJob::host_like(t));
+    job->copy_back(t, host_out.back());
+  }
+  job->issue = [this, host_in, host_in_flat, host_out, reduction,
+                opts = with_host_reduction(opts, reduction)]() mutable {
+    reduction.prepare(host_in_flat);
+    return host_->reduce_scatter(host_out, host_in, opts);
+  };
+  return submit(std::move(job), OpType::REDUCE_SCATTER, outputs);
+}
+
+Work ProcessGroupInfini::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                              const c10d::ReduceScatterOptions& opts) {
+  auto device = device_of("reduce_scatter_tensor", {output, input});
+  if (!device) {
+    return host_->_reduce_scatter_base(output, input, opts);
+  }
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(),
+              "reduce_scatter_tensor on infini: output and input dtypes differ (",
+              output.scalar_type(), " vs ", input.scalar_type(), ")");
+  TORCH_CHECK(input.numel() == output.numel() * size_,
+              "reduce_scatter_tensor on infini: the input must have world_size (", size_,
+              ") times the output's elements, got ", input.numel(), " and ", output.numel());
+  auto job = std::make_shared<StagedJob>(*device);
+  const HostReduction reduction =
+      host_reduction("reduce_scatter_tensor", opts.reduceOp, {input}, job.get());
+  at::Tensor host_in = job->stage_in(input);
+  at::Tensor host_out = StagedJob::host_like(output);
+  job->copy_back(output, host_out);
+  job->issue = [this, host_in, host_out, reduction,
+                opts = with_host_reduction(opts, reduction)]() mutable {
+    reduction.prepare({host_in});
+    return host_->_reduce_scatter_base(host_out, host_in, opts);
+  };
+  return submit(std::move(job), OpType::_REDUCE_SCATTER_BASE, {output});
+}
+
+Work ProcessGroupInfini::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  auto device = device_of("reduce_scatter_tensor_coalesced", concat(outputs, inputs));
+  if (!device) {
+    return host_->reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+  }
+  auto job = std::make_shared<StagedJob>(*device);
+  const HostReduction reduction =
+      host_reduction("reduce_scatter_tensor_coalesced", opts.reduceOp, inputs, job.get());
+  std::vector<at::Tensor> host_in;
+  std::vector<at::Tensor> host_out;
+  for (const auto& t : inputs) {
+    host_in.push_back(job->stage_in(t));
+  }
+  for (const auto& t : outputs) {
+    host_out.push_back(StagedJob::host_like(t));
+    job->copy_back(t, host_out.back());
+  }
+  job->issue = [this, host_in, host_out, reduction,
+                opts = with_host_reduction(opts, reduction)]() mutable {
+    reduction.prepare(host_in);
+    return host_->reduce_scatter_tensor_coalesced(host_out, host_in, opts);
+  };
+  return submit(std::move(job), OpType::COALESCED, outputs);
+}
+
+Work ProcessGroupInfini::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                       std::vector<int64_t>& output_splits,
+                                       std::vector<int64_t>& input_splits,
+                                       const c10d::AllToAllOptions& opts) {
+  auto device = device_of("all_to_all_single", {output, input});
+  if (!device) {
+    return host_->alltoall_base(output, input, output_splits, input_splits, opts);
+  }
+  auto job = std::make_shared<StagedJob>(*device);
+  at::Tensor host_in = job->stage_in(input);
+  at::Tensor host_out = StagedJob::host_like(output);
+  job->copy_back(output, host_out);
+  job->issue = [this, host_in, host_out, output_splits, input_splits, opts]() mutable {
+    return host_->alltoall_base(host_out, host_in, output_splits, input_splits, opts);
+  };
+  return submit(std::move(job), OpType::ALLTOALL_BASE, {output});
+}
+
+Work ProcessGroupInfini::alltoall(std::vector<at::Tensor>& outputs,
+                                  std::vector<at::Tensor>& inputs,
+                                  const c10d::AllToAllOptions& opts) {
+  auto device = device_of("all_to_all", concat(outputs, inputs));
+  if (!device) {
+    return host_->alltoall(outputs, inputs, opts);
+  }
+  auto job = std::make_shared<StagedJob>(*device);
+  std::vector<at::Tensor> host_in;
+  std::vector<at::Tensor> host_out;
+  for (const auto& t : inputs) {
+    host_in.push_back(job->stage_in(t));
+  }
+  for (const auto& t : outputs) {
+    host_out.push_back(StagedJob::host_like(t));
+    job->copy_back(t, host_out.back());
+  }
+  job->issue = [this, host_in, host_out, opts]() mutable {
+    return host_->alltoall(host_out, host_in, opts);
+  };
+  return submit(std::move(job), OpType::ALLTOALL, outputs);
+}
+
+Work ProcessGroupInfini::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
+  auto device = device_of("send", tensors);
+  if (!device) {
+    return host_->send(tensors, dst_rank, tag);
+  }
+  auto job = std::make_shared<StagedJob>(*device);
+  std::vector<at::Tensor> host;
+  for (const auto& t : tensors) {
+    host.push_back(job->stage_in(t));
+  }
+  job->issue = [this, host, dst_rank, tag]() mutable {
+    return host_->send(host, dst_rank, tag);
+  };
+  return submit(std::move(job), OpType::SEND, {});
+}
+
+Work ProcessGroupInfini::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
+  auto device = device_of("recv", tensors);
+  if (!device) {
+    return host_->recv(tensors, src_rank, tag);
+  }
+  auto job = std::make_shared<StagedJob>(*device);
+  std::vector<at::Tensor> host;
+  for (const auto& t : tensors) {
+    host.push_back(StagedJob::host_like(t));
+    job->copy_back(t, host.back());
+  }
+  job->issue = [this, host, src_rank, tag]() mutable {
+    return host_->recv(host, src_rank, tag);
+  };
+  return submit(std::move(job), OpType::RECV, tensors);
+}
+
+Work ProcessGroupInfini::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  auto device = device_of("recv", tensors);
+  if (!device) {
+    return host_->recvAnysource(tensors, tag);
+  }
+  auto job = std::make_shared<StagedJob>(*device);
+  std::vector<at::Tensor> host;
+  for (const auto& t : tensors) {
+    host.push_back(StagedJob::host_like(t));
+    job->copy_back(t, host.back());
+  }
+  job->issue = [this, host, tag]() mutable { return host_->recvAnysource(host, tag); };
+  return submit(std::move(job), OpType::RECVANYSOURCE, tensors);
+}
+
+Work ProcessGroupInfini::barrier(const c10d::BarrierOptions& opts) {
+  if (opts.device && opts.device->is_cpu()) {
+    return host_->barrier(opts);
+  }
+  // On the device, as NCCL's: after the work already queued on the current
+  // stream, and in order with the other collectives of the group.
+  const c10::DeviceIndex index =
+      opts.device && opts.device->type() == kInfini && opts.device->has_index()
+      ? opts.device->index()
+      : current_device();
+  auto job = std::make_shared<StagedJob>(c10::Device(kInfini, index));
+  c10d::BarrierOptions host_opts = opts;
+  host_opts.device = std::nullopt;
+  job->issue = [this, host_opts]() { return host_->barrier(host_opts); };
+  return submit(std::move(job), OpType::BARRIER, {});
+}
+
+void ProcessGroupInfini::setSequenceNumberForGroup() {
+  host_->setSequenceNumberForGroup();
+}
+
+uint64_t ProcessGroupInfini::getSequenceNumberForGroup() {
+  return host_->getSequenceNumberForGroup();
+}
+
+void ProcessGroupInfini::setTimeout(std::chrono::milliseconds timeout) {
+  host_->setTimeout(timeout);
+}
+
+void ProcessGroupInfini::shutdown() {
+  queue_->shutdown();
+  host_->shutdown();
+}
+
+c10::intrusive_ptr<c10d::Backend> create_process_group(
+    c10::intrusive_ptr<c10d::Backend> host, int rank, int size) {
+  return c10::make_intrusive<ProcessGroupInfini>(std::move(host), rank, size);
+}
+
+}  // namespace torch_infini::distributed

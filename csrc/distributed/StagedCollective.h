@@ -1,0 +1,103 @@
+#pragma once
+
+// Collectives on infini tensors run by a host (CPU) c10d backend over pinned
+// staging buffers, stream-ordered like a device collective.
+//
+// On the calling thread: the inputs are copied into pinned host buffers on
+// the current stream (queued, not waited for) and an event is recorded after
+// them. Two threads per process group then run the jobs in submission order:
+// - the issuer waits for that event (the inputs are on the host) and starts
+//   the host collective, without waiting for it, so the host backend sees
+//   every collective in program order and can overlap them as it would;
+// - the completer waits for each host collective in the same order, queues
+//   the copies of its results back to the device on the group's
+//   communication stream, records the `done` event and completes the Work.
+// The calling thread is never blocked by the device or by the collective.
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Event.h>
+#include <c10/core/Stream.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "distributed/InfiniWork.h"
+
+namespace torch_infini::distributed {
+
+struct StagedJob {
+  explicit StagedJob(c10::Device device) : device(device) {}
+
+  // A pinned host copy of device tensor `t`, queued on the current stream.
+  at::Tensor stage_in(const at::Tensor& t);
+  // An uninitialized pinned host tensor with `t`'s shape and dtype.
+  static at::Tensor host_like(const at::Tensor& t);
+  // After the host collective, `host` is copied back into device tensor `t`.
+  void copy_back(const at::Tensor& t, const at::Tensor& host) {
+    copy_backs.emplace_back(t, host);
+  }
+
+  c10::Device device;
+  std::optional<c10::Event> inputs_ready;
+  // Starts the host collective on the staging buffers (issuer thread). Null
+  // for a coalescing marker.
+  std::function<c10::intrusive_ptr<c10d::Work>()> issue;
+  // Runs on the host results before they are copied back (completer thread).
+  std::function<void()> finish_on_host;
+  std::vector<std::pair<at::Tensor, at::Tensor>> copy_backs;  // (device, host)
+  c10::intrusive_ptr<InfiniWork> work;
+  // A coalescing marker completes `work` once all of `members` have.
+  std::vector<c10::intrusive_ptr<InfiniWork>> members;
+
+  c10::intrusive_ptr<c10d::Work> host_work;  // set by the issuer
+  std::exception_ptr error;                  // set by the issuer
+};
+
+class StagedQueue {
+ public:
+  // `comm_stream(device)` gives the stream copy-backs are queued on.
+  explicit StagedQueue(std::function<c10::Stream(c10::DeviceIndex)> comm_stream);
+  ~StagedQueue();
+  StagedQueue(const StagedQueue&) = delete;
+  StagedQueue& operator=(const StagedQueue&) = delete;
+
+  // Records the inputs-ready event on the current stream and queues `job`.
+  void submit(std::shared_ptr<StagedJob> job);
+  // Runs every job submitted so far to completion, then stops the threads.
+  void shutdown();
+
+ private:
+  struct Channel {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::deque<std::shared_ptr<StagedJob>> jobs;
+    bool closed = false;
+
+    void push(std::shared_ptr<StagedJob> job);
+    void close();
+    // Null once closed and drained.
+    std::shared_ptr<StagedJob> pop();
+  };
+
+  void run_issuer();
+  void run_completer();
+  void complete(StagedJob& job);
+
+  std::function<c10::Stream(c10::DeviceIndex)> comm_stream_;
+  std::mutex shutdown_mutex_;
+  bool stopped_ = false;
+  Channel to_issue_;
+  Channel to_complete_;
+  std::thread issuer_;
+  std::thread completer_;
+};
+
+}  // namespace torch_infini::distributed
