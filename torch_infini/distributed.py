@@ -6,15 +6,19 @@
     dist.init_process_group("cpu:gloo,infini:infini")
     dist.init_process_group()                       # picks "infini", as "nccl" for CUDA
 
-Collectives on infini tensors run on gloo over pinned host staging buffers
-(this build has no InfiniCCL path), stream-ordered as NCCL's are on CUDA:
+Collectives on infini tensors run on gloo (this build has no InfiniCCL
+path): in place on the device memory where the provider's memory is
+host-addressable (the built-in host runtime) and the tensors are contiguous,
+over pinned host staging buffers otherwise (``TORCH_INFINI_DISTRIBUTED_STAGING=1``
+forces those, read when a group is created). Either way they are
+stream-ordered as NCCL's are on CUDA:
 
 * a collective waits for the work queued on the current stream before it
-  (its inputs are copied to the host on that stream) and returns at once;
+  and returns at once, without waiting for it;
 * ``work.wait()`` blocks only until gloo is done, as gloo's own ``wait``
-  does, then makes the current stream wait for the results, which are
-  copied back to the device on the group's communication stream; kernels
-  queued after ``wait()`` see them;
+  does, then makes the current stream wait for the results (staged ones are
+  copied back on the group's communication stream); kernels queued after
+  ``wait()`` see them;
 * ``work.is_completed()`` is true once the results are on the device, and
   ``work.get_future()`` is a device-aware future (DDP's communication hooks
   use it).
@@ -31,6 +35,7 @@ directly. See docs/distributed.md.
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import torch
@@ -55,7 +60,11 @@ def _create_backend(store, rank: int, world_size: int, timeout: timedelta):
     from torch.distributed import ProcessGroupGloo
 
     host = ProcessGroupGloo(store, rank, world_size, timeout)
-    return _C._create_process_group(host, rank, world_size)
+    return _C._create_process_group(host, rank, world_size, force_staging=_force_staging())
+
+
+def _force_staging() -> bool:
+    return os.environ.get("TORCH_INFINI_DISTRIBUTED_STAGING", "0") not in ("", "0")
 
 
 def _register() -> None:

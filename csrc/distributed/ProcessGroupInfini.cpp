@@ -6,6 +6,7 @@
 
 #include "core/InfiniFunctions.h"
 #include "core/InfiniStream.h"
+#include "runtime/runtime.h"
 
 namespace torch_infini::distributed {
 namespace {
@@ -49,6 +50,9 @@ struct HostReduction {
   std::optional<double> factor;
   at::Tensor factor_tensor;  // a 1-element tensor factor (staged if on device)
 
+  // Whether prepare() changes the inputs (they are then always staged).
+  bool scales() const { return factor.has_value() || factor_tensor.defined(); }
+
   // Scales the staged inputs (issuer thread, inputs on the host).
   void prepare(const std::vector<at::Tensor>& host_inputs) const {
     if (factor) {
@@ -66,8 +70,7 @@ struct HostReduction {
 
 // Checked at the call, where gloo would only fail later on its own thread.
 HostReduction host_reduction(const char* op_name, const ReduceOp& op,
-                             const std::vector<at::Tensor>& tensors,
-                             StagedJob* job) {
+                             const std::vector<at::Tensor>& tensors) {
   for (const auto& t : tensors) {
     const bool integral = c10::isIntegralType(t.scalar_type(), /*includeBool=*/true);
     switch (op.op_) {
@@ -101,13 +104,48 @@ HostReduction host_reduction(const char* op_name, const ReduceOp& op,
                 " on infini: ReduceOp.PREMUL_SUM without its factor");
     if (supplement->tensor_factor.defined()) {
       const at::Tensor& f = supplement->tensor_factor;
-      r.factor_tensor = f.device().type() == kInfini && job ? job->stage_in(f) : f.cpu();
+      // Staged on the current stream, like the inputs it scales.
+      r.factor_tensor = f.device().type() == kInfini ? StagedJob::stage_in(f) : f.cpu();
     } else {
       r.factor = supplement->double_factor;
     }
     r.op = ReduceOp(ReduceOp::SUM);
   }
   return r;
+}
+
+std::vector<at::Tensor> staged_inputs(StagedJob& job, const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> host;
+  for (const auto& t : ts) {
+    host.push_back(job.input(t));
+  }
+  return host;
+}
+
+std::vector<std::vector<at::Tensor>> staged_inputs(
+    StagedJob& job, const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<std::vector<at::Tensor>> host;
+  for (const auto& list : lists) {
+    host.push_back(staged_inputs(job, list));
+  }
+  return host;
+}
+
+std::vector<at::Tensor> staged_outputs(StagedJob& job, const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> host;
+  for (const auto& t : ts) {
+    host.push_back(job.output(t));
+  }
+  return host;
+}
+
+std::vector<std::vector<at::Tensor>> staged_outputs(
+    StagedJob& job, const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<std::vector<at::Tensor>> host;
+  for (const auto& list : lists) {
+    host.push_back(staged_outputs(job, list));
+  }
+  return host;
 }
 
 template <typename Options>
@@ -119,9 +157,10 @@ Options with_host_reduction(Options opts, const HostReduction& r) {
 }  // namespace
 
 ProcessGroupInfini::ProcessGroupInfini(c10::intrusive_ptr<c10d::Backend> host,
-                                       int rank, int size)
+                                       int rank, int size, bool force_staging)
     : c10d::Backend(rank, size),
       host_(std::move(host)),
+      direct_(!force_staging && runtime::provider().capabilities().host_addressable),
       comm_streams_(static_cast<size_t>(device_count())),
       queue_(std::make_unique<StagedQueue>(
           [this](c10::DeviceIndex d) { return comm_stream(d); })) {
@@ -166,16 +205,18 @@ std::optional<c10::Device> ProcessGroupInfini::device_of(
   return device;
 }
 
+Work ProcessGroupInfini::track(Work work) {
+  std::lock_guard<std::mutex> lock(coalescing_mutex_);
+  if (coalescing_) {
+    coalesced_.push_back(work);
+  }
+  return work;
+}
+
 Work ProcessGroupInfini::submit(std::shared_ptr<StagedJob> job, OpType type,
                                 std::vector<at::Tensor> results) {
   job->work = c10::make_intrusive<InfiniWork>(rank_, type, std::move(results), job->device);
-  {
-    std::lock_guard<std::mutex> lock(coalescing_mutex_);
-    if (coalescing_) {
-      coalesced_.push_back(job->work);
-    }
-  }
-  Work work = job->work;
+  Work work = track(job->work);
   queue_->submit(std::move(job));
   return work;
 }
@@ -188,20 +229,23 @@ void ProcessGroupInfini::startCoalescing() {
 }
 
 Work ProcessGroupInfini::endCoalescing() {
-  std::vector<c10::intrusive_ptr<InfiniWork>> members;
+  std::vector<Work> members;
   {
     std::lock_guard<std::mutex> lock(coalescing_mutex_);
     TORCH_CHECK(coalescing_, "infini process group: endCoalescing() without startCoalescing()");
     coalescing_ = false;
     members.swap(coalesced_);
   }
-  // Completes after every member (the completer runs jobs in order).
-  auto marker = std::make_shared<StagedJob>(c10::Device(kInfini, current_device()));
+  // Completes after every member: the staged ones complete before it (the
+  // completer runs jobs in order), the completer waits for the host ones.
+  auto marker = std::make_shared<StagedJob>(c10::Device(kInfini, current_device()), direct_);
   marker->members = std::move(members);
   std::vector<at::Tensor> results;
   for (const auto& m : marker->members) {
-    auto r = m->result();
-    results.insert(results.end(), r.begin(), r.end());
+    if (auto* staged = dynamic_cast<InfiniWork*>(m.get())) {
+      auto r = staged->result();
+      results.insert(results.end(), r.begin(), r.end());
+    }
   }
   marker->work = c10::make_intrusive<InfiniWork>(rank_, OpType::COALESCED,
                                                  std::move(results), marker->device);
@@ -210,20 +254,35 @@ Work ProcessGroupInfini::endCoalescing() {
   return work;
 }
 
+std::shared_ptr<StagedJob> ProcessGroupInfini::new_job(
+    c10::Device device, const std::vector<at::Tensor>& tensors, bool scales_inputs) const {
+  // In place on the device memory where the host can address it, unless a
+  // tensor is not contiguous (gloo wants dense buffers) or the inputs are
+  // scaled first (PREMUL_SUM must not change the caller's inputs).
+  bool direct = direct_ && !scales_inputs;
+  for (const auto& t : tensors) {
+    direct = direct && t.is_contiguous();
+  }
+  return std::make_shared<StagedJob>(device, direct);
+}
+
 Work ProcessGroupInfini::broadcast(std::vector<at::Tensor>& tensors,
                                    const c10d::BroadcastOptions& opts) {
   auto device = device_of("broadcast", tensors);
   if (!device) {
-    return host_->broadcast(tensors, opts);
+    return track(host_->broadcast(tensors, opts));
   }
-  auto job = std::make_shared<StagedJob>(*device);
+  auto job = new_job(*device, tensors);
   const bool root = opts.rootRank == rank_;
   std::vector<at::Tensor> host;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    // Only the root's data travels; the other ranks' staging is overwritten.
-    host.push_back(root ? job->stage_in(tensors[i]) : StagedJob::host_like(tensors[i]));
-    if (!(root && static_cast<int64_t>(i) == opts.rootTensor)) {
-      job->copy_back(tensors[i], host.back());
+    // Only the root's data travels; the root's source tensor is not written.
+    if (!root) {
+      host.push_back(job->output(tensors[i]));
+    } else if (static_cast<int64_t>(i) == opts.rootTensor) {
+      host.push_back(job->input(tensors[i]));
+    } else {
+      host.push_back(job->inout(tensors[i]));
     }
   }
   job->issue = [this, host, opts]() mutable { return host_->broadcast(host, opts); };
@@ -234,14 +293,13 @@ Work ProcessGroupInfini::allreduce(std::vector<at::Tensor>& tensors,
                                    const c10d::AllreduceOptions& opts) {
   auto device = device_of("allreduce", tensors);
   if (!device) {
-    return host_->allreduce(tensors, opts);
+    return track(host_->allreduce(tensors, opts));
   }
-  auto job = std::make_shared<StagedJob>(*device);
-  const HostReduction reduction = host_reduction("allreduce", opts.reduceOp, tensors, job.get());
+  const HostReduction reduction = host_reduction("allreduce", opts.reduceOp, tensors);
+  auto job = new_job(*device, tensors, reduction.scales());
   std::vector<at::Tensor> host;
   for (const auto& t : tensors) {
-    host.push_back(job->stage_in(t));
-    job->copy_back(t, host.back());
+    host.push_back(job->inout(t));
   }
   job->issue = [this, host, reduction, opts = with_host_reduction(opts, reduction)]() mutable {
     reduction.prepare(host);
@@ -254,15 +312,14 @@ Work ProcessGroupInfini::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   auto device = device_of("allreduce_coalesced", tensors);
   if (!device) {
-    return host_->allreduce_coalesced(tensors, opts);
+    return track(host_->allreduce_coalesced(tensors, opts));
   }
-  auto job = std::make_shared<StagedJob>(*device);
   const HostReduction reduction =
-      host_reduction("allreduce_coalesced", opts.reduceOp, tensors, job.get());
+      host_reduction("allreduce_coalesced", opts.reduceOp, tensors);
+  auto job = new_job(*device, tensors, reduction.scales());
   std::vector<at::Tensor> host;
   for (const auto& t : tensors) {
-    host.push_back(job->stage_in(t));
-    job->copy_back(t, host.back());
+    host.push_back(job->inout(t));
   }
   job->issue = [this, host, reduction, opts = with_host_reduction(opts, reduction)]() mutable {
     reduction.prepare(host);
@@ -275,15 +332,14 @@ Work ProcessGroupInfini::reduce(std::vector<at::Tensor>& tensors,
                                 const c10d::ReduceOptions& opts) {
   auto device = device_of("reduce", tensors);
   if (!device) {
-    return host_->reduce(tensors, opts);
+    return track(host_->reduce(tensors, opts));
   }
-  auto job = std::make_shared<StagedJob>(*device);
-  const HostReduction reduction = host_reduction("reduce", opts.reduceOp, tensors, job.get());
+  const HostReduction reduction = host_reduction("reduce", opts.reduceOp, tensors);
+  auto job = new_job(*device, tensors, reduction.scales());
   std::vector<at::Tensor> host;
   for (const auto& t : tensors) {
-    host.push_back(job->stage_in(t));
     // Every rank's buffer, as the host backend may use non-root buffers too.
-    job->copy_back(t, host.back());
+    host.push_back(job->inout(t));
   }
   job->issue = [this, host, reduction, opts = with_host_reduction(opts, reduction)]() mutable {
     reduction.prepare(host);
@@ -295,23 +351,14 @@ Work ProcessGroupInfini::reduce(std::vector<at::Tensor>& tensors,
 Work ProcessGroupInfini::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                    std::vector<at::Tensor>& inputs,
                                    const c10d::AllgatherOptions& opts) {
-  auto device = device_of("allgather", concat(flatten(outputs), inputs));
+  const auto all = concat(flatten(outputs), inputs);
+  auto device = device_of("allgather", all);
   if (!device) {
-    return host_->allgather(outputs, inputs, opts);
+    return track(host_->allgather(outputs, inputs, opts));
   }
-  auto job = std::make_shared<StagedJob>(*device);
-  std::vector<at::Tensor> host_in;
-  for (const auto& t : inputs) {
-    host_in.push_back(job->stage_in(t));
-  }
-  std::vector<std::vector<at::Tensor>> host_out;
-  for (const auto& list : outputs) {
-    host_out.emplace_back();
-    for (const auto& t : list) {
-      host_out.back().push_back(StagedJob::host_like(t));
-      job->copy_back(t, host_out.back().back());
-    }
-  }
+  auto job = new_job(*device, all);
+  std::vector<at::Tensor> host_in = staged_inputs(*job, inputs);
+  std::vector<std::vector<at::Tensor>> host_out = staged_outputs(*job, outputs);
   job->issue = [this, host_in, host_out, opts]() mutable {
     return host_->allgather(host_out, host_in, opts);
   };
@@ -322,7 +369,7 @@ Work ProcessGroupInfini::_allgather_base(at::Tensor& output, at::Tensor& input,
                                          const c10d::AllgatherOptions& opts) {
   auto device = device_of("all_gather_into_tensor", {output, input});
   if (!device) {
-    return host_->_allgather_base(output, input, opts);
+    return track(host_->_allgather_base(output, input, opts));
   }
   TORCH_CHECK(output.scalar_type() == input.scalar_type(),
               "all_gather_into_tensor on infini: output and input dtypes differ (",
@@ -330,10 +377,9 @@ Work ProcessGroupInfini::_allgather_base(at::Tensor& output, at::Tensor& input,
   TORCH_CHECK(output.numel() == input.numel() * size_,
               "all_gather_into_tensor on infini: the output must have world_size (", size_,
               ") times the input's elements, got ", output.numel(), " and ", input.numel());
-  auto job = std::make_shared<StagedJob>(*device);
-  at::Tensor host_in = job->stage_in(input);
-  at::Tensor host_out = StagedJob::host_like(output);
-  job->copy_back(output, host_out);
+  auto job = new_job(*device, {output, input});
+  at::Tensor host_in = job->input(input);
+  at::Tensor host_out = job->output(output);
   job->issue = [this, host_in, host_out, opts]() mutable {
     return host_->_allgather_base(host_out, host_in, opts);
   };
@@ -343,23 +389,14 @@ Work ProcessGroupInfini::_allgather_base(at::Tensor& output, at::Tensor& input,
 Work ProcessGroupInfini::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  auto device = device_of("allgather_coalesced", concat(flatten(outputs), inputs));
+  const auto all = concat(flatten(outputs), inputs);
+  auto device = device_of("allgather_coalesced", all);
   if (!device) {
-    return host_->allgather_coalesced(outputs, inputs, opts);
+    return track(host_->allgather_coalesced(outputs, inputs, opts));
   }
-  auto job = std::make_shared<StagedJob>(*device);
-  std::vector<at::Tensor> host_in;
-  for (const auto& t : inputs) {
-    host_in.push_back(job->stage_in(t));
-  }
-  std::vector<std::vector<at::Tensor>> host_out;
-  for (const auto& list : outputs) {
-    host_out.emplace_back();
-    for (const auto& t : list) {
-      host_out.back().push_back(StagedJob::host_like(t));
-      job->copy_back(t, host_out.back().back());
-    }
-  }
+  auto job = new_job(*device, all);
+  std::vector<at::Tensor> host_in = staged_inputs(*job, inputs);
+  std::vector<std::vector<at::Tensor>> host_out = staged_outputs(*job, outputs);
   job->issue = [this, host_in, host_out, opts]() mutable {
     return host_->allgather_coalesced(host_out, host_in, opts);
   };
@@ -369,20 +406,14 @@ Work ProcessGroupInfini::allgather_coalesced(
 Work ProcessGroupInfini::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  auto device = device_of("allgather_into_tensor_coalesced", concat(outputs, inputs));
+  const auto all = concat(outputs, inputs);
+  auto device = device_of("allgather_into_tensor_coalesced", all);
   if (!device) {
-    return host_->allgather_into_tensor_coalesced(outputs, inputs, opts);
+    return track(host_->allgather_into_tensor_coalesced(outputs, inputs, opts));
   }
-  auto job = std::make_shared<StagedJob>(*device);
-  std::vector<at::Tensor> host_in;
-  std::vector<at::Tensor> host_out;
-  for (const auto& t : inputs) {
-    host_in.push_back(job->stage_in(t));
-  }
-  for (const auto& t : outputs) {
-    host_out.push_back(StagedJob::host_like(t));
-    job->copy_back(t, host_out.back());
-  }
+  auto job = new_job(*device, all);
+  std::vector<at::Tensor> host_in = staged_inputs(*job, inputs);
+  std::vector<at::Tensor> host_out = staged_outputs(*job, outputs);
   job->issue = [this, host_in, host_out, opts]() mutable {
     return host_->allgather_into_tensor_coalesced(host_out, host_in, opts);
   };
@@ -392,23 +423,14 @@ Work ProcessGroupInfini::allgather_into_tensor_coalesced(
 Work ProcessGroupInfini::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                 std::vector<at::Tensor>& inputs,
                                 const c10d::GatherOptions& opts) {
-  auto device = device_of("gather", concat(flatten(outputs), inputs));
+  const auto all = concat(flatten(outputs), inputs);
+  auto device = device_of("gather", all);
   if (!device) {
-    return host_->gather(outputs, inputs, opts);
+    return track(host_->gather(outputs, inputs, opts));
   }
-  auto job = std::make_shared<StagedJob>(*device);
-  std::vector<at::Tensor> host_in;
-  for (const auto& t : inputs) {
-    host_in.push_back(job->stage_in(t));
-  }
-  std::vector<std::vector<at::Tensor>> host_out;
-  for (const auto& list : outputs) {
-    host_out.emplace_back();
-    for (const auto& t : list) {
-      host_out.back().push_back(StagedJob::host_like(t));
-      job->copy_back(t, host_out.back().back());
-    }
-  }
+  auto job = new_job(*device, all);
+  std::vector<at::Tensor> host_in = staged_inputs(*job, inputs);
+  std::vector<std::vector<at::Tensor>> host_out = staged_outputs(*job, outputs);
   job->issue = [this, host_in, host_out, opts]() mutable {
     return host_->gather(host_out, host_in, opts);
   };
@@ -418,23 +440,14 @@ Work ProcessGroupInfini::gather(std::vector<std::vector<at::Tensor>>& outputs,
 Work ProcessGroupInfini::scatter(std::vector<at::Tensor>& outputs,
                                  std::vector<std::vector<at::Tensor>>& inputs,
                                  const c10d::ScatterOptions& opts) {
-  auto device = device_of("scatter", concat(outputs, flatten(inputs)));
+  const auto all = concat(outputs, flatten(inputs));
+  auto device = device_of("scatter", all);
   if (!device) {
-    return host_->scatter(outputs, inputs, opts);
+    return track(host_->scatter(outputs, inputs, opts));
   }
-  auto job = std::make_shared<StagedJob>(*device);
-  std::vector<std::vector<at::Tensor>> host_in;
-  for (const auto& list : inputs) {
-    host_in.emplace_back();
-    for (const auto& t : list) {
-      host_in.back().push_back(job->stage_in(t));
-    }
-  }
-  std::vector<at::Tensor> host_out;
-  for (const auto& t : outputs) {
-    host_out.push_back(StagedJob::host_like(t));
-    job->copy_back(t, host_out.back());
-  }
+  auto job = new_job(*device, all);
+  std::vector<std::vector<at::Tensor>> host_in = staged_inputs(*job, inputs);
+  std::vector<at::Tensor> host_out = staged_outputs(*job, outputs);
   job->issue = [this, host_in, host_out, opts]() mutable {
     return host_->scatter(host_out, host_in, opts);
   };
@@ -445,30 +458,18 @@ Work ProcessGroupInfini::reduce_scatter(std::vector<at::Tensor>& outputs,
                                         std::vector<std::vector<at::Tensor>>& inputs,
                                         const c10d::ReduceScatterOptions& opts) {
   const auto all_inputs = flatten(inputs);
-  auto device = device_of("reduce_scatter", concat(outputs, all_inputs));
+  const auto all = concat(outputs, all_inputs);
+  auto device = device_of("reduce_scatter", all);
   if (!device) {
-    return host_->reduce_scatter(outputs, inputs, opts);
+    return track(host_->reduce_scatter(outputs, inputs, opts));
   }
-  auto job = std::make_shared<StagedJob>(*device);
-  const HostReduction reduction =
-      host_reduction("reduce_scatter", opts.reduceOp, all_inputs, job.get());
-  std::vector<std::vector<at::Tensor>> host_in;
-  std::vector<at::Tensor> host_in_flat;
-  for (const auto& list : inputs) {
-    host_in.emplace_back();
-    for (const auto& t : list) {
-      host_in.back().push_back(job->stage_in(t));
-      host_in_flat.push_back(host_in.back().back());
-    }
-  }
-  std::vector<at::Tensor> host_out;
-  for (const auto& t : outputs) {
-    host_out.push_back(StagedJob::host_like(t));
-    job->copy_back(t, host_out.back());
-  }
-  job->issue = [this, host_in, host_in_flat, host_out, reduction,
+  const HostReduction reduction = host_reduction("reduce_scatter", opts.reduceOp, all_inputs);
+  auto job = new_job(*device, all, reduction.scales());
+  std::vector<std::vector<at::Tensor>> host_in = staged_inputs(*job, inputs);
+  std::vector<at::Tensor> host_out = staged_outputs(*job, outputs);
+  job->issue = [this, host_in, host_out, reduction,
                 opts = with_host_reduction(opts, reduction)]() mutable {
-    reduction.prepare(host_in_flat);
+    reduction.prepare(flatten(host_in));
     return host_->reduce_scatter(host_out, host_in, opts);
   };
   return submit(std::move(job), OpType::REDUCE_SCATTER, outputs);
@@ -478,7 +479,7 @@ Work ProcessGroupInfini::_reduce_scatter_base(at::Tensor& output, at::Tensor& in
                                               const c10d::ReduceScatterOptions& opts) {
   auto device = device_of("reduce_scatter_tensor", {output, input});
   if (!device) {
-    return host_->_reduce_scatter_base(output, input, opts);
+    return track(host_->_reduce_scatter_base(output, input, opts));
   }
   TORCH_CHECK(output.scalar_type() == input.scalar_type(),
               "reduce_scatter_tensor on infini: output and input dtypes differ (",
@@ -486,12 +487,11 @@ Work ProcessGroupInfini::_reduce_scatter_base(at::Tensor& output, at::Tensor& in
   TORCH_CHECK(input.numel() == output.numel() * size_,
               "reduce_scatter_tensor on infini: the input must have world_size (", size_,
               ") times the output's elements, got ", input.numel(), " and ", output.numel());
-  auto job = std::make_shared<StagedJob>(*device);
   const HostReduction reduction =
-      host_reduction("reduce_scatter_tensor", opts.reduceOp, {input}, job.get());
-  at::Tensor host_in = job->stage_in(input);
-  at::Tensor host_out = StagedJob::host_like(output);
-  job->copy_back(output, host_out);
+      host_reduction("reduce_scatter_tensor", opts.reduceOp, {input});
+  auto job = new_job(*device, {output, input}, reduction.scales());
+  at::Tensor host_in = job->input(input);
+  at::Tensor host_out = job->output(output);
   job->issue = [this, host_in, host_out, reduction,
                 opts = with_host_reduction(opts, reduction)]() mutable {
     reduction.prepare({host_in});
@@ -503,22 +503,16 @@ Work ProcessGroupInfini::_reduce_scatter_base(at::Tensor& output, at::Tensor& in
 Work ProcessGroupInfini::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  auto device = device_of("reduce_scatter_tensor_coalesced", concat(outputs, inputs));
+  const auto all = concat(outputs, inputs);
+  auto device = device_of("reduce_scatter_tensor_coalesced", all);
   if (!device) {
-    return host_->reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+    return track(host_->reduce_scatter_tensor_coalesced(outputs, inputs, opts));
   }
-  auto job = std::make_shared<StagedJob>(*device);
   const HostReduction reduction =
-      host_reduction("reduce_scatter_tensor_coalesced", opts.reduceOp, inputs, job.get());
-  std::vector<at::Tensor> host_in;
-  std::vector<at::Tensor> host_out;
-  for (const auto& t : inputs) {
-    host_in.push_back(job->stage_in(t));
-  }
-  for (const auto& t : outputs) {
-    host_out.push_back(StagedJob::host_like(t));
-    job->copy_back(t, host_out.back());
-  }
+      host_reduction("reduce_scatter_tensor_coalesced", opts.reduceOp, inputs);
+  auto job = new_job(*device, all, reduction.scales());
+  std::vector<at::Tensor> host_in = staged_inputs(*job, inputs);
+  std::vector<at::Tensor> host_out = staged_outputs(*job, outputs);
   job->issue = [this, host_in, host_out, reduction,
                 opts = with_host_reduction(opts, reduction)]() mutable {
     reduction.prepare(host_in);
@@ -533,12 +527,11 @@ Work ProcessGroupInfini::alltoall_base(at::Tensor& output, at::Tensor& input,
                                        const c10d::AllToAllOptions& opts) {
   auto device = device_of("all_to_all_single", {output, input});
   if (!device) {
-    return host_->alltoall_base(output, input, output_splits, input_splits, opts);
+    return track(host_->alltoall_base(output, input, output_splits, input_splits, opts));
   }
-  auto job = std::make_shared<StagedJob>(*device);
-  at::Tensor host_in = job->stage_in(input);
-  at::Tensor host_out = StagedJob::host_like(output);
-  job->copy_back(output, host_out);
+  auto job = new_job(*device, {output, input});
+  at::Tensor host_in = job->input(input);
+  at::Tensor host_out = job->output(output);
   job->issue = [this, host_in, host_out, output_splits, input_splits, opts]() mutable {
     return host_->alltoall_base(host_out, host_in, output_splits, input_splits, opts);
   };
@@ -548,20 +541,14 @@ Work ProcessGroupInfini::alltoall_base(at::Tensor& output, at::Tensor& input,
 Work ProcessGroupInfini::alltoall(std::vector<at::Tensor>& outputs,
                                   std::vector<at::Tensor>& inputs,
                                   const c10d::AllToAllOptions& opts) {
-  auto device = device_of("all_to_all", concat(outputs, inputs));
+  const auto all = concat(outputs, inputs);
+  auto device = device_of("all_to_all", all);
   if (!device) {
-    return host_->alltoall(outputs, inputs, opts);
+    return track(host_->alltoall(outputs, inputs, opts));
   }
-  auto job = std::make_shared<StagedJob>(*device);
-  std::vector<at::Tensor> host_in;
-  std::vector<at::Tensor> host_out;
-  for (const auto& t : inputs) {
-    host_in.push_back(job->stage_in(t));
-  }
-  for (const auto& t : outputs) {
-    host_out.push_back(StagedJob::host_like(t));
-    job->copy_back(t, host_out.back());
-  }
+  auto job = new_job(*device, all);
+  std::vector<at::Tensor> host_in = staged_inputs(*job, inputs);
+  std::vector<at::Tensor> host_out = staged_outputs(*job, outputs);
   job->issue = [this, host_in, host_out, opts]() mutable {
     return host_->alltoall(host_out, host_in, opts);
   };
@@ -571,13 +558,10 @@ Work ProcessGroupInfini::alltoall(std::vector<at::Tensor>& outputs,
 Work ProcessGroupInfini::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
   auto device = device_of("send", tensors);
   if (!device) {
-    return host_->send(tensors, dst_rank, tag);
+    return track(host_->send(tensors, dst_rank, tag));
   }
-  auto job = std::make_shared<StagedJob>(*device);
-  std::vector<at::Tensor> host;
-  for (const auto& t : tensors) {
-    host.push_back(job->stage_in(t));
-  }
+  auto job = new_job(*device, tensors);
+  std::vector<at::Tensor> host = staged_inputs(*job, tensors);
   job->issue = [this, host, dst_rank, tag]() mutable {
     return host_->send(host, dst_rank, tag);
   };
@@ -587,14 +571,10 @@ Work ProcessGroupInfini::send(std::vector<at::Tensor>& tensors, int dst_rank, in
 Work ProcessGroupInfini::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
   auto device = device_of("recv", tensors);
   if (!device) {
-    return host_->recv(tensors, src_rank, tag);
+    return track(host_->recv(tensors, src_rank, tag));
   }
-  auto job = std::make_shared<StagedJob>(*device);
-  std::vector<at::Tensor> host;
-  for (const auto& t : tensors) {
-    host.push_back(StagedJob::host_like(t));
-    job->copy_back(t, host.back());
-  }
+  auto job = new_job(*device, tensors);
+  std::vector<at::Tensor> host = staged_outputs(*job, tensors);
   job->issue = [this, host, src_rank, tag]() mutable {
     return host_->recv(host, src_rank, tag);
   };
@@ -604,21 +584,17 @@ Work ProcessGroupInfini::recv(std::vector<at::Tensor>& tensors, int src_rank, in
 Work ProcessGroupInfini::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   auto device = device_of("recv", tensors);
   if (!device) {
-    return host_->recvAnysource(tensors, tag);
+    return track(host_->recvAnysource(tensors, tag));
   }
-  auto job = std::make_shared<StagedJob>(*device);
-  std::vector<at::Tensor> host;
-  for (const auto& t : tensors) {
-    host.push_back(StagedJob::host_like(t));
-    job->copy_back(t, host.back());
-  }
+  auto job = new_job(*device, tensors);
+  std::vector<at::Tensor> host = staged_outputs(*job, tensors);
   job->issue = [this, host, tag]() mutable { return host_->recvAnysource(host, tag); };
   return submit(std::move(job), OpType::RECVANYSOURCE, tensors);
 }
 
 Work ProcessGroupInfini::barrier(const c10d::BarrierOptions& opts) {
   if (opts.device && opts.device->is_cpu()) {
-    return host_->barrier(opts);
+    return track(host_->barrier(opts));
   }
   // On the device, as NCCL's: after the work already queued on the current
   // stream, and in order with the other collectives of the group.
@@ -626,7 +602,7 @@ Work ProcessGroupInfini::barrier(const c10d::BarrierOptions& opts) {
       opts.device && opts.device->type() == kInfini && opts.device->has_index()
       ? opts.device->index()
       : current_device();
-  auto job = std::make_shared<StagedJob>(c10::Device(kInfini, index));
+  auto job = new_job(c10::Device(kInfini, index), {});
   c10d::BarrierOptions host_opts = opts;
   host_opts.device = std::nullopt;
   job->issue = [this, host_opts]() { return host_->barrier(host_opts); };
@@ -651,8 +627,8 @@ void ProcessGroupInfini::shutdown() {
 }
 
 c10::intrusive_ptr<c10d::Backend> create_process_group(
-    c10::intrusive_ptr<c10d::Backend> host, int rank, int size) {
-  return c10::make_intrusive<ProcessGroupInfini>(std::move(host), rank, size);
+    c10::intrusive_ptr<c10d::Backend> host, int rank, int size, bool force_staging) {
+  return c10::make_intrusive<ProcessGroupInfini>(std::move(host), rank, size, force_staging);
 }
 
 }  // namespace torch_infini::distributed

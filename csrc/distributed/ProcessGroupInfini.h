@@ -3,8 +3,9 @@
 // The c10d backend of the infini device ("infini" in torch.distributed).
 //
 // Collectives on infini tensors run on a host c10d backend (gloo, created by
-// torch_infini.distributed) over pinned staging buffers, stream-ordered as
-// on a device (see StagedCollective.h). Collectives whose tensors are all on
+// torch_infini.distributed) over pinned staging buffers, or in place where
+// the device memory is host-addressable, stream-ordered as on a device (see
+// StagedCollective.h). Collectives whose tensors are all on
 // the CPU go to the host backend unchanged, so one "infini" group also
 // serves CPU tensors and barrier()/object collectives.
 //
@@ -26,10 +27,16 @@ namespace torch_infini::distributed {
 
 class ProcessGroupInfini final : public c10d::Backend {
  public:
-  ProcessGroupInfini(c10::intrusive_ptr<c10d::Backend> host, int rank, int size);
+  // `force_staging`: copy through pinned host buffers even where the device
+  // memory is host-addressable (where it is, gloo otherwise works in place).
+  ProcessGroupInfini(c10::intrusive_ptr<c10d::Backend> host, int rank, int size,
+                     bool force_staging);
   ~ProcessGroupInfini() override;
 
   const std::string getBackendName() const override { return "infini"; }
+  // Whether infini data goes through pinned staging copies (else gloo works
+  // in place on host aliases of the device memory, where it can).
+  bool stages() const { return !direct_; }
   bool supportsCoalescing() const override { return true; }
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
@@ -97,19 +104,27 @@ class ProcessGroupInfini final : public c10d::Backend {
   // they all are on one), or nullopt when they are all CPU tensors.
   std::optional<c10::Device> device_of(const char* op,
                                        const std::vector<at::Tensor>& tensors) const;
+  // Records `work` in the coalesced group while coalescing.
+  c10::intrusive_ptr<c10d::Work> track(c10::intrusive_ptr<c10d::Work> work);
+  // A job for a collective over `tensors` on `device`; in place on the device
+  // memory where possible (see new_job in the .cpp).
+  std::shared_ptr<StagedJob> new_job(c10::Device device,
+                                     const std::vector<at::Tensor>& tensors,
+                                     bool scales_inputs = false) const;
   c10::intrusive_ptr<c10d::Work> submit(std::shared_ptr<StagedJob> job,
                                         c10d::OpType type,
                                         std::vector<at::Tensor> results);
   c10::Stream comm_stream(c10::DeviceIndex device);
 
   c10::intrusive_ptr<c10d::Backend> host_;
+  const bool direct_;  // host collectives in place on host-addressable device memory
 
   std::mutex streams_mutex_;
   std::vector<std::optional<c10::Stream>> comm_streams_;
 
   std::mutex coalescing_mutex_;
   bool coalescing_ = false;
-  std::vector<c10::intrusive_ptr<InfiniWork>> coalesced_;
+  std::vector<c10::intrusive_ptr<c10d::Work>> coalesced_;
 
   // Last: its threads stop before the members they use are destroyed.
   std::unique_ptr<StagedQueue> queue_;
@@ -117,6 +132,6 @@ class ProcessGroupInfini final : public c10d::Backend {
 
 // For torch_infini.distributed's backend creator.
 c10::intrusive_ptr<c10d::Backend> create_process_group(
-    c10::intrusive_ptr<c10d::Backend> host, int rank, int size);
+    c10::intrusive_ptr<c10d::Backend> host, int rank, int size, bool force_staging);
 
 }  // namespace torch_infini::distributed

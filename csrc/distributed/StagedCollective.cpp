@@ -1,6 +1,7 @@
 #include "distributed/StagedCollective.h"
 
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
 
@@ -34,6 +35,30 @@ at::Tensor StagedJob::host_like(const at::Tensor& t) {
   // for; plain host memory otherwise (those providers copy synchronously).
   const bool pinned = runtime::provider().capabilities().pinned_memory;
   return at::empty(t.sizes(), t.options().device(at::kCPU).pinned_memory(pinned));
+}
+
+at::Tensor StagedJob::host_alias(const at::Tensor& t) {
+  return at::from_blob(
+      t.data_ptr(), t.sizes(), t.strides(), [keep = t](void*) {},
+      t.options().device(at::kCPU));
+}
+
+at::Tensor StagedJob::output(const at::Tensor& t) {
+  if (direct) {
+    return host_alias(t);
+  }
+  at::Tensor host = host_like(t);
+  copy_backs.emplace_back(t, host);
+  return host;
+}
+
+at::Tensor StagedJob::inout(const at::Tensor& t) {
+  if (direct) {
+    return host_alias(t);
+  }
+  at::Tensor host = stage_in(t);
+  copy_backs.emplace_back(t, host);
+  return host;
 }
 
 at::Tensor StagedJob::stage_in(const at::Tensor& t) {
@@ -138,9 +163,12 @@ void StagedQueue::run_completer() {
 void StagedQueue::complete(StagedJob& job) {
   try {
     if (!job.issue) {
-      // A coalescing marker: its members completed before it (FIFO).
+      // A coalescing marker: its staged members completed before it (FIFO);
+      // the host backend's (CPU tensors) are waited for here.
       for (const auto& member : job.members) {
-        if (auto error = member->exception()) {
+        if (dynamic_cast<InfiniWork*>(member.get()) == nullptr) {
+          member->wait();
+        } else if (auto error = member->exception()) {
           job.work->fail(error);
           return;
         }

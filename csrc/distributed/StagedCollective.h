@@ -13,6 +13,13 @@
 //   the copies of its results back to the device on the group's
 //   communication stream, records the `done` event and completes the Work.
 // The calling thread is never blocked by the device or by the collective.
+//
+// Where the provider's device memory is host-addressable (the built-in host
+// runtime) and the tensors are contiguous, the host collective works in
+// place on aliases of the device memory instead: no staging copies, the
+// same ordering (it starts after the inputs-ready event; wait() returns
+// after it has finished). TORCH_INFINI_DISTRIBUTED_STAGING=1 forces the
+// staging copies.
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Event.h>
@@ -34,18 +41,27 @@
 namespace torch_infini::distributed {
 
 struct StagedJob {
-  explicit StagedJob(c10::Device device) : device(device) {}
+  // `direct`: the host collective works in place on host aliases of the
+  // device memory (providers whose memory is host-addressable) instead of
+  // on staged copies. Either way it starts after the inputs-ready event.
+  StagedJob(c10::Device device, bool direct) : device(device), direct(direct) {}
+
+  // The host tensor the host collective reads for device tensor `t`.
+  at::Tensor input(const at::Tensor& t) { return direct ? host_alias(t) : stage_in(t); }
+  // The host tensor it writes for `t` (copied back unless direct).
+  at::Tensor output(const at::Tensor& t);
+  // Both: read and written in place (all_reduce, broadcast, ...).
+  at::Tensor inout(const at::Tensor& t);
 
   // A pinned host copy of device tensor `t`, queued on the current stream.
-  at::Tensor stage_in(const at::Tensor& t);
+  static at::Tensor stage_in(const at::Tensor& t);
   // An uninitialized pinned host tensor with `t`'s shape and dtype.
   static at::Tensor host_like(const at::Tensor& t);
-  // After the host collective, `host` is copied back into device tensor `t`.
-  void copy_back(const at::Tensor& t, const at::Tensor& host) {
-    copy_backs.emplace_back(t, host);
-  }
+  // A CPU tensor over `t`'s device memory (keeping `t` alive).
+  static at::Tensor host_alias(const at::Tensor& t);
 
   c10::Device device;
+  bool direct;
   std::optional<c10::Event> inputs_ready;
   // Starts the host collective on the staging buffers (issuer thread). Null
   // for a coalescing marker.
@@ -54,8 +70,9 @@ struct StagedJob {
   std::function<void()> finish_on_host;
   std::vector<std::pair<at::Tensor, at::Tensor>> copy_backs;  // (device, host)
   c10::intrusive_ptr<InfiniWork> work;
-  // A coalescing marker completes `work` once all of `members` have.
-  std::vector<c10::intrusive_ptr<InfiniWork>> members;
+  // A coalescing marker completes `work` once all of `members` have (staged
+  // ones and, for CPU tensors, the host backend's own).
+  std::vector<c10::intrusive_ptr<c10d::Work>> members;
 
   c10::intrusive_ptr<c10d::Work> host_work;  // set by the issuer
   std::exception_ptr error;                  // set by the issuer

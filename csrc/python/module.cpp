@@ -46,6 +46,7 @@ py::dict provider_info() {
   capabilities["async_execution"] = caps.async_execution;
   capabilities["blocking_events"] = caps.blocking_events;
   capabilities["graphs"] = caps.graphs;
+  capabilities["host_addressable"] = caps.host_addressable;
   py::dict info;
   info["provider"] = p.name();
   info["backend"] = p.backend();
