@@ -31,6 +31,8 @@ infini tensors (native, fallback, unsupported; calls; time), and
 torch.distributed: the ``"infini"`` c10d backend (``torch_infini.distributed``)
 runs collectives on infini tensors, stream-ordered, over gloo; a process that
 uses infini picks it in ``init_process_group()`` without a backend.
+``torch.multiprocessing`` refuses to share infini tensors, saying what to do
+instead (``torch_infini.multiprocessing``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from . import _C  # noqa: E402  (registers the device guard, hooks, allocator, k
 from . import distributed  # noqa: E402
 from . import fallback  # noqa: E402
 from . import infini as _infini_module  # noqa: E402
+from . import multiprocessing as _multiprocessing  # noqa: E402
 from .diagnostics import diagnostics, operator_table, registered_operators  # noqa: E402
 
 __version__ = "0.1.0"
@@ -69,4 +72,5 @@ def _register() -> None:
 
 _register()
 distributed._register()
+_multiprocessing._register()
 fallback._setup_from_environment()
