@@ -162,8 +162,7 @@ ProcessGroupInfini::ProcessGroupInfini(c10::intrusive_ptr<c10d::Backend> host,
       host_(std::move(host)),
       direct_(!force_staging && runtime::provider().capabilities().host_addressable),
       comm_streams_(static_cast<size_t>(device_count())),
-      queue_(std::make_unique<StagedQueue>(
-          [this](c10::DeviceIndex d) { return comm_stream(d); })) {
+      queue_(std::make_unique<StagedQueue>()) {
   TORCH_CHECK(host_, "infini process group: no host backend");
 }
 
@@ -216,6 +215,7 @@ Work ProcessGroupInfini::track(Work work) {
 Work ProcessGroupInfini::submit(std::shared_ptr<StagedJob> job, OpType type,
                                 std::vector<at::Tensor> results) {
   job->work = c10::make_intrusive<InfiniWork>(rank_, type, std::move(results), job->device);
+  job->comm_stream = comm_stream(job->device.index());
   Work work = track(job->work);
   queue_->submit(std::move(job));
   return work;
@@ -249,6 +249,7 @@ Work ProcessGroupInfini::endCoalescing() {
   }
   marker->work = c10::make_intrusive<InfiniWork>(rank_, OpType::COALESCED,
                                                  std::move(results), marker->device);
+  marker->comm_stream = comm_stream(marker->device.index());
   Work work = marker->work;
   queue_->submit(std::move(marker));
   return work;
@@ -285,7 +286,7 @@ Work ProcessGroupInfini::broadcast(std::vector<at::Tensor>& tensors,
       host.push_back(job->inout(tensors[i]));
     }
   }
-  job->issue = [this, host, opts]() mutable { return host_->broadcast(host, opts); };
+  job->issue = [backend = host_, host, opts]() mutable { return backend->broadcast(host, opts); };
   return submit(std::move(job), OpType::BROADCAST, tensors);
 }
 
@@ -301,9 +302,9 @@ Work ProcessGroupInfini::allreduce(std::vector<at::Tensor>& tensors,
   for (const auto& t : tensors) {
     host.push_back(job->inout(t));
   }
-  job->issue = [this, host, reduction, opts = with_host_reduction(opts, reduction)]() mutable {
+  job->issue = [backend = host_, host, reduction, opts = with_host_reduction(opts, reduction)]() mutable {
     reduction.prepare(host);
-    return host_->allreduce(host, opts);
+    return backend->allreduce(host, opts);
   };
   return submit(std::move(job), OpType::ALLREDUCE, tensors);
 }
@@ -321,9 +322,9 @@ Work ProcessGroupInfini::allreduce_coalesced(
   for (const auto& t : tensors) {
     host.push_back(job->inout(t));
   }
-  job->issue = [this, host, reduction, opts = with_host_reduction(opts, reduction)]() mutable {
+  job->issue = [backend = host_, host, reduction, opts = with_host_reduction(opts, reduction)]() mutable {
     reduction.prepare(host);
-    return host_->allreduce_coalesced(host, opts);
+    return backend->allreduce_coalesced(host, opts);
   };
   return submit(std::move(job), OpType::ALLREDUCE_COALESCED, tensors);
 }
@@ -341,9 +342,9 @@ Work ProcessGroupInfini::reduce(std::vector<at::Tensor>& tensors,
     // Every rank's buffer, as the host backend may use non-root buffers too.
     host.push_back(job->inout(t));
   }
-  job->issue = [this, host, reduction, opts = with_host_reduction(opts, reduction)]() mutable {
+  job->issue = [backend = host_, host, reduction, opts = with_host_reduction(opts, reduction)]() mutable {
     reduction.prepare(host);
-    return host_->reduce(host, opts);
+    return backend->reduce(host, opts);
   };
   return submit(std::move(job), OpType::REDUCE, tensors);
 }
@@ -359,8 +360,8 @@ Work ProcessGroupInfini::allgather(std::vector<std::vector<at::Tensor>>& outputs
   auto job = new_job(*device, all);
   std::vector<at::Tensor> host_in = staged_inputs(*job, inputs);
   std::vector<std::vector<at::Tensor>> host_out = staged_outputs(*job, outputs);
-  job->issue = [this, host_in, host_out, opts]() mutable {
-    return host_->allgather(host_out, host_in, opts);
+  job->issue = [backend = host_, host_in, host_out, opts]() mutable {
+    return backend->allgather(host_out, host_in, opts);
   };
   return submit(std::move(job), OpType::ALLGATHER, flatten(outputs));
 }
@@ -380,8 +381,8 @@ Work ProcessGroupInfini::_allgather_base(at::Tensor& output, at::Tensor& input,
   auto job = new_job(*device, {output, input});
   at::Tensor host_in = job->input(input);
   at::Tensor host_out = job->output(output);
-  job->issue = [this, host_in, host_out, opts]() mutable {
-    return host_->_allgather_base(host_out, host_in, opts);
+  job->issue = [backend = host_, host_in, host_out, opts]() mutable {
+    return backend->_allgather_base(host_out, host_in, opts);
   };
   return submit(std::move(job), OpType::_ALLGATHER_BASE, {output});
 }
@@ -397,8 +398,8 @@ Work ProcessGroupInfini::allgather_coalesced(
   auto job = new_job(*device, all);
   std::vector<at::Tensor> host_in = staged_inputs(*job, inputs);
   std::vector<std::vector<at::Tensor>> host_out = staged_outputs(*job, outputs);
-  job->issue = [this, host_in, host_out, opts]() mutable {
-    return host_->allgather_coalesced(host_out, host_in, opts);
+  job->issue = [backend = host_, host_in, host_out, opts]() mutable {
+    return backend->allgather_coalesced(host_out, host_in, opts);
   };
   return submit(std::move(job), OpType::ALLGATHER_COALESCED, flatten(outputs));
 }
@@ -414,8 +415,8 @@ Work ProcessGroupInfini::allgather_into_tensor_coalesced(
   auto job = new_job(*device, all);
   std::vector<at::Tensor> host_in = staged_inputs(*job, inputs);
   std::vector<at::Tensor> host_out = staged_outputs(*job, outputs);
-  job->issue = [this, host_in, host_out, opts]() mutable {
-    return host_->allgather_into_tensor_coalesced(host_out, host_in, opts);
+  job->issue = [backend = host_, host_in, host_out, opts]() mutable {
+    return backend->allgather_into_tensor_coalesced(host_out, host_in, opts);
   };
   return submit(std::move(job), OpType::COALESCED, outputs);
 }
@@ -431,8 +432,8 @@ Work ProcessGroupInfini::gather(std::vector<std::vector<at::Tensor>>& outputs,
   auto job = new_job(*device, all);
   std::vector<at::Tensor> host_in = staged_inputs(*job, inputs);
   std::vector<std::vector<at::Tensor>> host_out = staged_outputs(*job, outputs);
-  job->issue = [this, host_in, host_out, opts]() mutable {
-    return host_->gather(host_out, host_in, opts);
+  job->issue = [backend = host_, host_in, host_out, opts]() mutable {
+    return backend->gather(host_out, host_in, opts);
   };
   return submit(std::move(job), OpType::GATHER, flatten(outputs));
 }
@@ -448,8 +449,8 @@ Work ProcessGroupInfini::scatter(std::vector<at::Tensor>& outputs,
   auto job = new_job(*device, all);
   std::vector<std::vector<at::Tensor>> host_in = staged_inputs(*job, inputs);
   std::vector<at::Tensor> host_out = staged_outputs(*job, outputs);
-  job->issue = [this, host_in, host_out, opts]() mutable {
-    return host_->scatter(host_out, host_in, opts);
+  job->issue = [backend = host_, host_in, host_out, opts]() mutable {
+    return backend->scatter(host_out, host_in, opts);
   };
   return submit(std::move(job), OpType::SCATTER, outputs);
 }
@@ -467,10 +468,10 @@ Work ProcessGroupInfini::reduce_scatter(std::vector<at::Tensor>& outputs,
   auto job = new_job(*device, all, reduction.scales());
   std::vector<std::vector<at::Tensor>> host_in = staged_inputs(*job, inputs);
   std::vector<at::Tensor> host_out = staged_outputs(*job, outputs);
-  job->issue = [this, host_in, host_out, reduction,
+  job->issue = [backend = host_, host_in, host_out, reduction,
                 opts = with_host_reduction(opts, reduction)]() mutable {
     reduction.prepare(flatten(host_in));
-    return host_->reduce_scatter(host_out, host_in, opts);
+    return backend->reduce_scatter(host_out, host_in, opts);
   };
   return submit(std::move(job), OpType::REDUCE_SCATTER, outputs);
 }
@@ -492,10 +493,10 @@ Work ProcessGroupInfini::_reduce_scatter_base(at::Tensor& output, at::Tensor& in
   auto job = new_job(*device, {output, input}, reduction.scales());
   at::Tensor host_in = job->input(input);
   at::Tensor host_out = job->output(output);
-  job->issue = [this, host_in, host_out, reduction,
+  job->issue = [backend = host_, host_in, host_out, reduction,
                 opts = with_host_reduction(opts, reduction)]() mutable {
     reduction.prepare({host_in});
-    return host_->_reduce_scatter_base(host_out, host_in, opts);
+    return backend->_reduce_scatter_base(host_out, host_in, opts);
   };
   return submit(std::move(job), OpType::_REDUCE_SCATTER_BASE, {output});
 }
@@ -513,10 +514,10 @@ Work ProcessGroupInfini::reduce_scatter_tensor_coalesced(
   auto job = new_job(*device, all, reduction.scales());
   std::vector<at::Tensor> host_in = staged_inputs(*job, inputs);
   std::vector<at::Tensor> host_out = staged_outputs(*job, outputs);
-  job->issue = [this, host_in, host_out, reduction,
+  job->issue = [backend = host_, host_in, host_out, reduction,
                 opts = with_host_reduction(opts, reduction)]() mutable {
     reduction.prepare(host_in);
-    return host_->reduce_scatter_tensor_coalesced(host_out, host_in, opts);
+    return backend->reduce_scatter_tensor_coalesced(host_out, host_in, opts);
   };
   return submit(std::move(job), OpType::COALESCED, outputs);
 }
@@ -532,8 +533,8 @@ Work ProcessGroupInfini::alltoall_base(at::Tensor& output, at::Tensor& input,
   auto job = new_job(*device, {output, input});
   at::Tensor host_in = job->input(input);
   at::Tensor host_out = job->output(output);
-  job->issue = [this, host_in, host_out, output_splits, input_splits, opts]() mutable {
-    return host_->alltoall_base(host_out, host_in, output_splits, input_splits, opts);
+  job->issue = [backend = host_, host_in, host_out, output_splits, input_splits, opts]() mutable {
+    return backend->alltoall_base(host_out, host_in, output_splits, input_splits, opts);
   };
   return submit(std::move(job), OpType::ALLTOALL_BASE, {output});
 }
@@ -549,8 +550,8 @@ Work ProcessGroupInfini::alltoall(std::vector<at::Tensor>& outputs,
   auto job = new_job(*device, all);
   std::vector<at::Tensor> host_in = staged_inputs(*job, inputs);
   std::vector<at::Tensor> host_out = staged_outputs(*job, outputs);
-  job->issue = [this, host_in, host_out, opts]() mutable {
-    return host_->alltoall(host_out, host_in, opts);
+  job->issue = [backend = host_, host_in, host_out, opts]() mutable {
+    return backend->alltoall(host_out, host_in, opts);
   };
   return submit(std::move(job), OpType::ALLTOALL, outputs);
 }
@@ -562,8 +563,8 @@ Work ProcessGroupInfini::send(std::vector<at::Tensor>& tensors, int dst_rank, in
   }
   auto job = new_job(*device, tensors);
   std::vector<at::Tensor> host = staged_inputs(*job, tensors);
-  job->issue = [this, host, dst_rank, tag]() mutable {
-    return host_->send(host, dst_rank, tag);
+  job->issue = [backend = host_, host, dst_rank, tag]() mutable {
+    return backend->send(host, dst_rank, tag);
   };
   return submit(std::move(job), OpType::SEND, {});
 }
@@ -575,8 +576,8 @@ Work ProcessGroupInfini::recv(std::vector<at::Tensor>& tensors, int src_rank, in
   }
   auto job = new_job(*device, tensors);
   std::vector<at::Tensor> host = staged_outputs(*job, tensors);
-  job->issue = [this, host, src_rank, tag]() mutable {
-    return host_->recv(host, src_rank, tag);
+  job->issue = [backend = host_, host, src_rank, tag]() mutable {
+    return backend->recv(host, src_rank, tag);
   };
   return submit(std::move(job), OpType::RECV, tensors);
 }
@@ -588,7 +589,7 @@ Work ProcessGroupInfini::recvAnysource(std::vector<at::Tensor>& tensors, int tag
   }
   auto job = new_job(*device, tensors);
   std::vector<at::Tensor> host = staged_outputs(*job, tensors);
-  job->issue = [this, host, tag]() mutable { return host_->recvAnysource(host, tag); };
+  job->issue = [backend = host_, host, tag]() mutable { return backend->recvAnysource(host, tag); };
   return submit(std::move(job), OpType::RECVANYSOURCE, tensors);
 }
 
@@ -605,7 +606,7 @@ Work ProcessGroupInfini::barrier(const c10d::BarrierOptions& opts) {
   auto job = new_job(c10::Device(kInfini, index), {});
   c10d::BarrierOptions host_opts = opts;
   host_opts.device = std::nullopt;
-  job->issue = [this, host_opts]() { return host_->barrier(host_opts); };
+  job->issue = [backend = host_, host_opts]() { return backend->barrier(host_opts); };
   return submit(std::move(job), OpType::BARRIER, {});
 }
 

@@ -98,10 +98,10 @@ std::shared_ptr<StagedJob> StagedQueue::Channel::pop() {
   return job;
 }
 
-StagedQueue::StagedQueue(std::function<c10::Stream(c10::DeviceIndex)> comm_stream)
-    : comm_stream_(std::move(comm_stream)),
-      issuer_([this] { run_issuer(); }),
-      completer_([this] { run_completer(); }) {}
+StagedQueue::StagedQueue()
+    : state_(std::make_shared<State>()),
+      issuer_(&StagedQueue::run_issuer, state_),
+      completer_(&StagedQueue::run_completer, state_) {}
 
 StagedQueue::~StagedQueue() {
   shutdown();
@@ -114,7 +114,7 @@ void StagedQueue::submit(std::shared_ptr<StagedJob> job) {
     job->inputs_ready.emplace(kInfini);
     job->inputs_ready->record(current_stream(job->device.index()));
   }
-  to_issue_.push(std::move(job));
+  state_->to_issue.push(std::move(job));
 }
 
 void StagedQueue::shutdown() {
@@ -125,17 +125,24 @@ void StagedQueue::shutdown() {
     }
     stopped_ = true;
   }
-  to_issue_.close();
-  if (issuer_.joinable()) {
-    issuer_.join();
+  state_->to_issue.close();
+  const auto self = std::this_thread::get_id();
+  if (self == issuer_.get_id()) {
+    // The completer waits for this thread to close its channel: no joins.
+    issuer_.detach();
+    completer_.detach();
+    return;
   }
-  if (completer_.joinable()) {
+  issuer_.join();
+  if (self == completer_.get_id()) {
+    completer_.detach();
+  } else {
     completer_.join();
   }
 }
 
-void StagedQueue::run_issuer() {
-  while (auto job = to_issue_.pop()) {
+void StagedQueue::run_issuer(std::shared_ptr<State> state) {
+  while (auto job = state->to_issue.pop()) {
     if (job->issue) {
       try {
         if (job->inputs_ready) {
@@ -147,13 +154,13 @@ void StagedQueue::run_issuer() {
         job->error = std::current_exception();
       }
     }
-    to_complete_.push(std::move(job));
+    state->to_complete.push(std::move(job));
   }
-  to_complete_.close();
+  state->to_complete.close();
 }
 
-void StagedQueue::run_completer() {
-  while (auto job = to_complete_.pop()) {
+void StagedQueue::run_completer(std::shared_ptr<State> state) {
+  while (auto job = state->to_complete.pop()) {
     complete(*job);
     // Dropping the job releases the staging buffers and device tensors; the
     // allocators keep them until the queued copies that use them have run.
@@ -184,10 +191,7 @@ void StagedQueue::complete(StagedJob& job) {
         job.work->retrieveOpType() == c10d::OpType::RECVANYSOURCE
         ? job.host_work->sourceRank()
         : -1;
-    if (job.finish_on_host) {
-      job.finish_on_host();
-    }
-    c10::StreamGuard guard(comm_stream_(job.device.index()));
+    c10::StreamGuard guard(*job.comm_stream);
     for (const auto& [device_tensor, host] : job.copy_backs) {
       copy_to_device(device_tensor, host);
     }

@@ -62,12 +62,13 @@ struct StagedJob {
 
   c10::Device device;
   bool direct;
+  // Where the copy-backs are queued and `done` is recorded.
+  std::optional<c10::Stream> comm_stream;
   std::optional<c10::Event> inputs_ready;
   // Starts the host collective on the staging buffers (issuer thread). Null
-  // for a coalescing marker.
+  // for a coalescing marker. It holds what it needs (the host backend too):
+  // a job never reaches back into its process group.
   std::function<c10::intrusive_ptr<c10d::Work>()> issue;
-  // Runs on the host results before they are copied back (completer thread).
-  std::function<void()> finish_on_host;
   std::vector<std::pair<at::Tensor, at::Tensor>> copy_backs;  // (device, host)
   c10::intrusive_ptr<InfiniWork> work;
   // A coalescing marker completes `work` once all of `members` have (staged
@@ -80,8 +81,7 @@ struct StagedJob {
 
 class StagedQueue {
  public:
-  // `comm_stream(device)` gives the stream copy-backs are queued on.
-  explicit StagedQueue(std::function<c10::Stream(c10::DeviceIndex)> comm_stream);
+  StagedQueue();
   ~StagedQueue();
   StagedQueue(const StagedQueue&) = delete;
   StagedQueue& operator=(const StagedQueue&) = delete;
@@ -89,6 +89,9 @@ class StagedQueue {
   // Records the inputs-ready event on the current stream and queues `job`.
   void submit(std::shared_ptr<StagedJob> job);
   // Runs every job submitted so far to completion, then stops the threads.
+  // Safe from the queue's own threads (the last reference to a process group
+  // can go in a future's callback on the completer): those threads are then
+  // detached and finish on their own, as they share only `State`.
   void shutdown();
 
  private:
@@ -103,16 +106,18 @@ class StagedQueue {
     // Null once closed and drained.
     std::shared_ptr<StagedJob> pop();
   };
+  struct State {
+    Channel to_issue;
+    Channel to_complete;
+  };
 
-  void run_issuer();
-  void run_completer();
-  void complete(StagedJob& job);
+  static void run_issuer(std::shared_ptr<State> state);
+  static void run_completer(std::shared_ptr<State> state);
+  static void complete(StagedJob& job);
 
-  std::function<c10::Stream(c10::DeviceIndex)> comm_stream_;
+  std::shared_ptr<State> state_;
   std::mutex shutdown_mutex_;
   bool stopped_ = false;
-  Channel to_issue_;
-  Channel to_complete_;
   std::thread issuer_;
   std::thread completer_;
 };
