@@ -13,7 +13,8 @@ import torch
 
 import torch_infini
 
-CAPABILITIES = {"async_copy", "pinned_memory", "timed_events", "async_execution", "blocking_events", "graphs"}
+CAPABILITIES = {"async_copy", "pinned_memory", "timed_events", "async_execution", "blocking_events", "graphs",
+                "host_addressable"}
 STACK_COMPILED = bool(torch_infini.build_info()["infini_stack"])
 
 

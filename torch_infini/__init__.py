@@ -27,6 +27,12 @@ it. ``torch_infini.fallback.coverage()`` reports every operator called on
 infini tensors (native, fallback, unsupported; calls; time), and
 ``TORCH_INFINI_OP_REPORT=1`` prints that report at exit. See
 ``torch_infini.fallback``.
+
+torch.distributed: the ``"infini"`` c10d backend (``torch_infini.distributed``)
+runs collectives on infini tensors, stream-ordered, over gloo; a process that
+uses infini picks it in ``init_process_group()`` without a backend.
+``torch.multiprocessing`` refuses to share infini tensors, saying what to do
+instead (``torch_infini.multiprocessing``).
 """
 
 from __future__ import annotations
@@ -39,18 +45,20 @@ _BUILD_INFO = _check_build()
 import torch  # noqa: E402
 
 from . import _C  # noqa: E402  (registers the device guard, hooks, allocator, kernels)
+from . import distributed  # noqa: E402
 from . import fallback  # noqa: E402
 from . import fused_ops  # noqa: E402  (torch.ops.infini.swiglu, silu_and_mul, causal_softmax)
 from . import _compile  # noqa: E402
 
 _compile.install()  # torch.compile's device interface and Inductor backend, when PyTorch loads them
 from . import infini as _infini_module  # noqa: E402
+from . import multiprocessing as _multiprocessing  # noqa: E402
 from .diagnostics import diagnostics, operator_table, registered_operators  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["diagnostics", "operator_table", "registered_operators", "fallback", "fused_ops", "build_info",
-           "__version__"]
+__all__ = ["diagnostics", "operator_table", "registered_operators", "distributed", "fallback", "fused_ops",
+           "build_info", "__version__"]
 
 
 def build_info() -> dict:
@@ -67,4 +75,6 @@ def _register() -> None:
 
 
 _register()
+distributed._register()
+_multiprocessing._register()
 fallback._setup_from_environment()

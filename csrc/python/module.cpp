@@ -15,6 +15,7 @@
 #include "core/InfiniStream.h"
 #include "ops/fallback_policy.h"
 #include "ops/op_coverage.h"
+#include "python/distributed_bindings.h"
 #include "python/gil.h"
 #include "runtime/aten_ops.h"
 #include "runtime/kernels.h"
@@ -48,6 +49,7 @@ py::dict provider_info() {
   capabilities["async_execution"] = caps.async_execution;
   capabilities["blocking_events"] = caps.blocking_events;
   capabilities["graphs"] = caps.graphs;
+  capabilities["host_addressable"] = caps.host_addressable;
   py::dict info;
   info["provider"] = p.name();
   info["backend"] = p.backend();
@@ -133,6 +135,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   register_hooks();
   // After every static registration of the infini kernels, which it keeps.
   ops::register_generic_aten_kernels();
+  bind_distributed(m);
 
   m.def("_infini_stack_compiled", &runtime::infini_stack_compiled);
   m.def("_is_in_bad_fork", &runtime::in_bad_fork);

@@ -32,6 +32,10 @@ struct Capabilities {
   bool blocking_events = false;
   // Stream capture into replayable graphs.
   bool graphs = false;
+  // Device pointers are host pointers the host may read and write directly
+  // (once the streams' work on them is done), as the built-in runtime's are:
+  // host-side engines (gloo for torch.distributed) may then work in place.
+  bool host_addressable = false;
 };
 
 class Provider {

@@ -62,6 +62,7 @@ HostProvider::HostProvider() {
   caps_.async_execution = true;
   caps_.blocking_events = true;
   caps_.graphs = false;
+  caps_.host_addressable = true;
   kernels_ = make_host_kernels(*this);
 }
 

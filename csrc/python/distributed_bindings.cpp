@@ -1,0 +1,36 @@
+#include "python/distributed_bindings.h"
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/utils/pybind.h>
+
+#include "distributed/ProcessGroupInfini.h"
+
+namespace torch_infini {
+
+void bind_distributed(pybind11::module& m) {
+  // Takes and returns torch's own c10d Backend binding: the host backend is
+  // a ProcessGroupGloo made in Python, the result goes to
+  // ProcessGroup._register_backend.
+  m.def(
+      "_create_process_group",
+      [](const c10::intrusive_ptr<c10d::Backend>& host, int rank, int size,
+         bool force_staging) {
+        return distributed::create_process_group(host, rank, size, force_staging);
+      },
+      pybind11::arg("host_backend"), pybind11::arg("rank"), pybind11::arg("size"),
+      pybind11::arg("force_staging") = false,
+      pybind11::call_guard<pybind11::gil_scoped_release>(),
+      "The infini c10d backend over `host_backend` (a CPU backend such as gloo).");
+  m.def(
+      "_process_group_stages",
+      [](const c10::intrusive_ptr<c10d::Backend>& backend) {
+        const auto* infini = dynamic_cast<const distributed::ProcessGroupInfini*>(backend.get());
+        TORCH_CHECK(infini != nullptr, "not an infini process group backend: ",
+                    backend->getBackendName());
+        return infini->stages();
+      },
+      "Whether the infini backend copies through pinned staging buffers (else "
+      "gloo works in place on the host-addressable device memory).");
+}
+
+}  // namespace torch_infini

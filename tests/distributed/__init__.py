@@ -1,0 +1,1 @@
+"""Distributed tests (a package, so its conftest does not shadow tests/conftest.py)."""

@@ -1,0 +1,45 @@
+"""The "infini" c10d backend's registration: its names, and the default
+backend of a process that uses infini (as NCCL's for CUDA)."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+import torch_infini
+
+from conftest import run_python
+
+
+def test_registered_for_infini_and_cpu():
+    assert torch_infini.distributed.is_available()
+    assert dist.Backend.default_device_backend_map["infini"] == "infini"
+    assert dist.Backend.default_device_backend_map["cpu"] == "gloo"  # unchanged
+    assert dist.Backend.backend_capability["infini"] == ["cpu", "infini"]
+    assert dist.Backend("infini") == "infini"
+
+
+def test_init_process_group_without_backend_picks_infini(tmp_path):
+    result = run_python(f"""
+        import torch, torch.distributed as dist
+        import torch_infini
+        dist.init_process_group(init_method="file://{tmp_path / 'store'}", rank=0, world_size=1)
+        x = torch.full((4,), 3.0, device="infini")
+        work = dist.all_reduce(x, async_op=True)
+        work.wait()
+        assert torch.equal(x.cpu(), torch.full((4,), 3.0))
+        # As with CUDA (cuda:nccl): the accelerator's default backend only.
+        assert dist.get_backend_config() == "infini:infini", dist.get_backend_config()
+        pg = dist.distributed_c10d._get_default_group()
+        assert pg._get_backend(torch.device("infini")).name() == "infini"
+        try:
+            dist.all_gather_into_tensor(torch.empty(4), x)
+        except RuntimeError as e:
+            assert "must all be on the CPU or all on infini:0, got a mix" in str(e), str(e)
+        else:
+            raise AssertionError("mixing CPU and infini tensors did not raise")
+        dist.destroy_process_group()
+        print("OK")
+    """, env={"GLOO_SOCKET_IFNAME": "lo", "PYTHONWARNINGS": "ignore"}, timeout=60)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("OK")

@@ -1,0 +1,75 @@
+"""torch.distributed on infini: the ``"infini"`` c10d backend.
+
+``import torch_infini`` registers it for the ``infini`` and ``cpu`` devices::
+
+    dist.init_process_group("infini")               # infini and CPU tensors
+    dist.init_process_group("cpu:gloo,infini:infini")
+    dist.init_process_group()                       # picks "infini", as "nccl" for CUDA
+
+Collectives on infini tensors run on gloo (this build has no InfiniCCL
+path): in place on the device memory where the provider's memory is
+host-addressable (the built-in host runtime) and the tensors are contiguous,
+over pinned host staging buffers otherwise (``TORCH_INFINI_DISTRIBUTED_STAGING=1``
+forces those, read when a group is created). Either way they are
+stream-ordered as NCCL's are on CUDA:
+
+* a collective waits for the work queued on the current stream before it
+  and returns at once, without waiting for it;
+* ``work.wait()`` blocks only until gloo is done, as gloo's own ``wait``
+  does, then makes the current stream wait for the results (staged ones are
+  copied back on the group's communication stream); kernels queued after
+  ``wait()`` see them;
+* ``work.is_completed()`` is true once the results are on the device, and
+  ``work.get_future()`` is a device-aware future (DDP's communication hooks
+  use it).
+
+Every collective DDP and FSDP2 use is served: ``all_reduce`` (every
+``ReduceOp``; ``PREMUL_SUM`` is computed here, bitwise ops need integer
+tensors and ``AVG`` floating ones), ``broadcast``, ``reduce``,
+``all_gather``/``all_gather_into_tensor``, ``reduce_scatter``/
+``reduce_scatter_tensor``, ``all_to_all``/``all_to_all_single``, ``gather``,
+``scatter``, ``barrier``, ``send``/``recv``, their coalesced variants and
+``_coalescing_manager``. CPU tensors in an ``"infini"`` group go to gloo
+directly. See docs/distributed.md.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import torch
+
+from . import _C
+
+__all__ = ["BACKEND_NAME", "is_available"]
+
+#: The name to pass as ``backend=`` (or in ``"cpu:gloo,infini:infini"``).
+BACKEND_NAME = "infini"
+
+
+def is_available() -> bool:
+    """Whether the ``"infini"`` c10d backend can be used (PyTorch was built
+    with torch.distributed and gloo, which it runs on)."""
+    dist = torch.distributed
+    return bool(dist.is_available() and dist.is_gloo_available())
+
+
+def _create_backend(store, rank: int, world_size: int, timeout: timedelta):
+    """The creator torch.distributed calls for ``backend="infini"``."""
+    from torch.distributed import ProcessGroupGloo
+
+    host = ProcessGroupGloo(store, rank, world_size, timeout)
+    return _C._create_process_group(host, rank, world_size, force_staging=_force_staging())
+
+
+def _force_staging() -> bool:
+    return os.environ.get("TORCH_INFINI_DISTRIBUTED_STAGING", "0") not in ("", "0")
+
+
+def _register() -> None:
+    if not is_available():
+        return
+    torch.distributed.Backend.register_backend(
+        BACKEND_NAME, _create_backend, devices=["cpu", "infini"]
+    )
