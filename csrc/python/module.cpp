@@ -1,8 +1,6 @@
 // torch_infini._C: the Python face of the extension. Thin bindings only; the
 // behaviour lives in core/, ops/ and runtime/.
 
-#include "ops/aten_registry.h"
-#include "ops/fallback.h"
 #include <c10/core/Stream.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/Generator.h>
@@ -13,6 +11,8 @@
 #include "core/InfiniGenerator.h"
 #include "core/InfiniHooks.h"
 #include "core/InfiniStream.h"
+#include "ops/aten_registry.h"
+#include "ops/fallback.h"
 #include "ops/fallback_policy.h"
 #include "ops/op_coverage.h"
 #include "python/distributed_bindings.h"
