@@ -85,7 +85,7 @@ class BuildWithMetadata(BuildExtension):
                 super().run()
         finally:
             if terminal is not None:
-                os.close(terminal)
+                terminal.close()
         print(f"torch_infini: extension built in {time.monotonic() - started:.0f} s", flush=True)
         text = json.dumps(METADATA, indent=2) + "\n"
         targets = {Path(self.get_ext_fullpath("torch_infini._C")).parent,

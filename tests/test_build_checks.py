@@ -193,10 +193,11 @@ def test_progress_reaches_the_terminal_and_the_log_is_unchanged(tmp_path):
     assert proc.stdout.splitlines() == ["from python", "[1/2] c++ -c /repo/csrc/a.cpp -o a.o",
                                         "csrc/a.cpp:1: warning: something", "[2/2] c++ -c /repo/csrc/b.cpp -o b.o",
                                         "after"]
-    shown = terminal_file.read_text().splitlines()
-    assert len(shown) == 2
-    assert shown[0].startswith("torch_infini build: 0:0") and shown[0].endswith(" [1/2] csrc/a.cpp")
-    assert shown[1].endswith(" [2/2] csrc/b.cpp")
+    # Below pip's line first, then each line clears the spinner's leftovers.
+    shown = terminal_file.read_bytes().decode()  # bytes: read_text() would turn \r into \n
+    first, second = shown.split("\r\033[K")
+    assert first.startswith("\ntorch_infini build: 0:0") and first.endswith(" [1/2] csrc/a.cpp\n")
+    assert second.startswith("torch_infini build: 0:0") and second.endswith(" [2/2] csrc/b.cpp\n")
 
 
 def test_without_a_terminal_nothing_changes(capfd):

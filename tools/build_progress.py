@@ -58,26 +58,48 @@ def progress_enabled(environ=None) -> bool:
     raise ValueError(f"TORCH_INFINI_BUILD_PROGRESS='{value}' is invalid: expected 1 (on) or 0 (off)")
 
 
-def open_terminal(path: str = "/dev/tty") -> Optional[int]:
-    """A write descriptor on the controlling terminal, or None without one."""
+class Terminal:
+    """The controlling terminal, written a line at a time beside pip's spinner.
+
+    The first line starts on a new line, below pip's "Building ..." line; each
+    later line first clears what the spinner drew at the start of the line.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.lines = 0
+
+    def line(self, text: str) -> None:
+        prefix = "\n" if self.lines == 0 else "\r\033[K"
+        with contextlib.suppress(OSError):
+            os.write(self.fd, (prefix + text + "\n").encode())
+        self.lines += 1
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+def open_terminal(path: str = "/dev/tty") -> Optional[Terminal]:
+    """The controlling terminal, or None without one."""
     try:
-        return os.open(path, os.O_WRONLY | os.O_NOCTTY)
+        return Terminal(os.open(path, os.O_WRONLY | os.O_NOCTTY))
     except OSError:
         return None
 
 
-def say(message: str, terminal: Optional[int]) -> None:
+def say(message: str, terminal: Optional[Terminal]) -> None:
     """One line to the build log (stdout) and, when there is one, to the terminal."""
     print(message, flush=True)
     if terminal is not None:
-        with contextlib.suppress(OSError):
-            os.write(terminal, (message + "\n").encode())
+        terminal.line(message)
 
 
 @contextlib.contextmanager
-def terminal_progress(terminal: Optional[int], root: str = "", prefix: str = "torch_infini build: ") -> Iterator[None]:
+def terminal_progress(terminal: Optional[Terminal], root: str = "",
+                      prefix: str = "torch_infini build: ") -> Iterator[None]:
     """While the block runs, mirror a short form of each build step on
-    ``terminal`` (a descriptor from :func:`open_terminal`; None: do nothing).
+    ``terminal`` (from :func:`open_terminal`; None: do nothing).
 
     File descriptor 1 is swapped for a pipe, so the output of child processes
     (ninja, the compiler, the linker) is seen too; each line is passed on to
@@ -108,8 +130,7 @@ def terminal_progress(terminal: Optional[int], root: str = "", prefix: str = "to
                     short = describe(raw.decode(errors="replace"), root)
                     if short is not None:
                         elapsed = int(time.monotonic() - started)
-                        with contextlib.suppress(OSError):
-                            os.write(terminal, f"{prefix}{elapsed // 60}:{elapsed % 60:02d} {short}\n".encode())
+                        terminal.line(f"{prefix}{elapsed // 60}:{elapsed % 60:02d} {short}")
 
     reader = threading.Thread(target=pump, name="build-progress", daemon=True)
     reader.start()
