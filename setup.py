@@ -52,7 +52,8 @@ def sources(stack):
 try:
     STACK = resolve_infini_stack(os.environ)
     FLAGS = compile_flags(os.environ)
-except BuildConfigError as error:
+    PROGRESS = progress_enabled(os.environ)
+except (BuildConfigError, ValueError) as error:
     sys.exit(f"torch_infini build error: {error}")
 
 if STACK is None:
@@ -71,7 +72,8 @@ class BuildWithMetadata(BuildExtension):
     (wheel, editable and in-place), so the import guard always finds it."""
 
     def run(self):
-        terminal = open_terminal() if progress_enabled() and not sys.stdout.isatty() else None
+        # Under pip, stdout is a pipe to pip's log; a terminal of our own shows progress.
+        terminal = open_terminal() if PROGRESS and not sys.stdout.isatty() else None
         say(SUMMARY + (" [debug build: TORCH_INFINI_DEBUG=1]" if FLAGS.debug else ""), terminal)
         if STACK is not None:
             # A link test: InfiniOps must come from a build against this InfiniRT.
@@ -83,10 +85,10 @@ class BuildWithMetadata(BuildExtension):
         try:
             with terminal_progress(terminal, root=str(ROOT)):
                 super().run()
+            say(f"torch_infini: extension built in {time.monotonic() - started:.0f} s", terminal)
         finally:
             if terminal is not None:
                 terminal.close()
-        print(f"torch_infini: extension built in {time.monotonic() - started:.0f} s", flush=True)
         text = json.dumps(METADATA, indent=2) + "\n"
         targets = {Path(self.get_ext_fullpath("torch_infini._C")).parent,
                    ROOT / "torch_infini"} if self.inplace else {
