@@ -298,7 +298,7 @@ _CHILD = textwrap.dedent(
     """
     import json, sys, warnings
     warnings.simplefilter("ignore")
-    sys.path.insert(0, sys.argv[1])
+    sys.path.append(sys.argv[1])  # the checkout, after an installed torch_infini (as _import_target)
     import torch, torch_infini
     A = torch.accelerator
     torch.empty(1, device="infini")  # initialize the device first
