@@ -2,25 +2,39 @@
 
 Without INFINI_RT_PREFIX / INFINI_OPS_PREFIX the extension has the built-in
 host runtime only. With them it also compiles the Infini stack provider.
+
+Release flags (-O2, no debug information) unless TORCH_INFINI_DEBUG=1
+(-O0 -g, assertions on). Progress goes to the terminal even under pip, which
+hides build output without -v (tools/build_progress.py;
+TORCH_INFINI_BUILD_PROGRESS=0 turns it off).
 """
 
 import glob
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
-import torch
-from setuptools import find_packages, setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+# Before torch is imported: `import torch` would otherwise autoload the
+# installed torch_infini (the torch.backends entry point) into the build
+# process, which can be stale or broken, and whose _C.so this build replaces.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+
+import torch  # noqa: E402
+from setuptools import find_packages, setup  # noqa: E402
+from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "tools"))
 from build_config import (  # noqa: E402
     BuildConfigError,
     build_metadata,
+    check_ops_match_rt,
+    compile_flags,
     resolve_infini_stack,
 )
+from build_progress import open_terminal, progress_enabled, say, terminal_progress  # noqa: E402
 
 METADATA_NAME = "_build_info.json"
 
@@ -37,16 +51,18 @@ def sources(stack):
 
 try:
     STACK = resolve_infini_stack(os.environ)
-except BuildConfigError as error:
+    FLAGS = compile_flags(os.environ)
+    PROGRESS = progress_enabled(os.environ)
+except (BuildConfigError, ValueError) as error:
     sys.exit(f"torch_infini build error: {error}")
 
 if STACK is None:
-    print("torch_infini: building with the built-in host runtime only "
-          "(set INFINI_RT_PREFIX and INFINI_OPS_PREFIX to add the Infini stack)")
+    SUMMARY = ("torch_infini: building with the built-in host runtime only "
+               "(set INFINI_RT_PREFIX and INFINI_OPS_PREFIX to add the Infini stack)")
 else:
-    print("torch_infini: building with the Infini stack (InfiniRT backends: "
-          f"{', '.join(STACK.rt_backends) or 'unknown'}; InfiniOps operators: "
-          f"{', '.join(STACK.ops_operators) or 'none'})")
+    SUMMARY = ("torch_infini: building with the Infini stack (InfiniRT backends: "
+               f"{', '.join(STACK.rt_backends) or 'unknown'}; InfiniOps operators: "
+               f"{', '.join(STACK.ops_operators) or 'none'})")
 
 METADATA = build_metadata(torch.__version__, torch._C._GLIBCXX_USE_CXX11_ABI, STACK)
 
@@ -64,7 +80,23 @@ class BuildWithMetadata(BuildExtension):
     (wheel, editable and in-place), so the import guard always finds it."""
 
     def run(self):
-        super().run()
+        # Under pip, stdout is a pipe to pip's log; a terminal of our own shows progress.
+        terminal = open_terminal() if PROGRESS and not sys.stdout.isatty() else None
+        say(SUMMARY + (" [debug build: TORCH_INFINI_DEBUG=1]" if FLAGS.debug else ""), terminal)
+        if STACK is not None:
+            # A link test: InfiniOps must come from a build against this InfiniRT.
+            try:
+                check_ops_match_rt(STACK, os.environ.get("CXX", "c++"))
+            except BuildConfigError as error:
+                sys.exit(f"torch_infini build error: {error}")
+        started = time.monotonic()
+        try:
+            with terminal_progress(terminal, root=str(ROOT)):
+                super().run()
+            say(f"torch_infini: extension built in {time.monotonic() - started:.0f} s", terminal)
+        finally:
+            if terminal is not None:
+                terminal.close()
         text = json.dumps(METADATA, indent=2) + "\n"
         targets = {Path(self.get_ext_fullpath("torch_infini._C")).parent,
                    ROOT / "torch_infini"} if self.inplace else {
@@ -88,13 +120,16 @@ ext = CppExtension(
     # system configuration (see the README).
     libraries=["infiniops", "infinirt"] if STACK else [],
     define_macros=STACK.define_macros if STACK else [],
-    extra_compile_args={"cxx": ["-O2", "-Wall", "-Wno-unused-parameter"] + SANITIZE_FLAGS},
-    extra_link_args=SANITIZE_FLAGS,
+    extra_compile_args={"cxx": FLAGS.cxx + SANITIZE_FLAGS},
+    extra_link_args=FLAGS.link + SANITIZE_FLAGS,
 )
 
 setup(
     name="torch_infini",
     packages=find_packages(include=["torch_infini", "torch_infini.*"]),
+    # The torch.backends entry point's target (see pyproject.toml): outside
+    # the package, so that a broken torch_infini cannot break `import torch`.
+    py_modules=["torch_infini_autoload"],
     ext_modules=[ext],
     cmdclass={"build_ext": BuildWithMetadata.with_options(no_python_abi_suffix=False)},
     package_data={"torch_infini": [METADATA_NAME]},

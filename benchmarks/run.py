@@ -777,11 +777,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         import torch_infini as _ti
         torch_infini = _ti
-        diag = torch_infini.diagnostics()
+        diag = torch_infini.diagnostics()  # never raises: failures are in diag["problems"]
     except Exception as exc:  # noqa: BLE001
+        diag = {"usable": False, "problems": [{"problem": f"{type(exc).__name__}: {first_line(exc)}"}]}
+    if not diag["usable"]:
         requested = os.environ.get("TORCH_INFINI_PROVIDER", "auto")
-        print(f"error: torch_infini could not start with TORCH_INFINI_PROVIDER={requested}: "
-              f"{type(exc).__name__}: {first_line(exc)}", file=sys.stderr)
+        problems = "; ".join(p["problem"] for p in diag["problems"]) or "no infini device"
+        print(f"error: torch_infini could not start with TORCH_INFINI_PROVIDER={requested}: {problems}",
+              file=sys.stderr)
         return 2
     if args.provider and args.provider != "auto" and diag["provider"] != args.provider:
         print(f"error: --provider {args.provider} requested, but torch_infini selected provider "

@@ -6,11 +6,31 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
-import pytest
-import torch
+ROOT = Path(__file__).resolve().parent.parent
 
-import torch_infini  # noqa: F401  (registers the infini device)
+
+def _test_the_installed_package() -> None:
+    """After a regular (not editable) install, the checkout's torch_infini/
+    has no built extension: take the checkout off sys.path, here and in the
+    interpreters the tests start, so that the installed package is tested."""
+    if (ROOT / "torch_infini" / "_build_info.json").exists():
+        return  # an editable install or an in-place build: test the checkout
+    sys.path[:] = [p for p in sys.path if Path(p or os.getcwd()).resolve() != ROOT]
+    os.environ["PYTHONSAFEPATH"] = "1"  # python -c / -m: no cwd on sys.path (Python 3.11+)
+
+
+_test_the_installed_package()
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import torch_infini  # noqa: E402,F401  (registers the infini device; `import torch` autoloads it too)
+
+
+def pytest_report_header(config) -> str:
+    return f"torch_infini under test: {Path(torch_infini.__file__).parent}"
 
 
 def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -202,25 +202,23 @@ import json, warnings
 import torch, torch_infini
 
 r = {}
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    r["is_available"] = torch.infini.is_available()
-    r["device_count"] = torch.infini.device_count()
-for name, fn in [("empty", lambda: torch.empty(1, device="infini")),
-                 ("to", lambda: torch.ones(1).to("infini")),
-                 ("diagnostics", lambda: torch_infini.diagnostics())]:
+for name, fn in [("is_available", lambda: torch.infini.is_available()),
+                 ("device_count", lambda: torch.infini.device_count()),
+                 ("empty", lambda: torch.empty(1, device="infini")),
+                 ("to", lambda: torch.ones(1).to("infini"))]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            fn()
-        r[name] = None
+            r[name] = repr(fn())
     except Exception as e:
         r[name] = [type(e).__name__, str(e).split("\n")[0]]
+d = torch_infini.diagnostics()
+r["diagnostics"] = [d["usable"], d["device_count"], [p["problem"] for p in d["problems"]]]
 print("RESULT" + json.dumps(r))
 """
 
 
-@pytest.fixture(scope="module", params=["abc", "0"])
+@pytest.fixture(scope="module", params=["abc", "0", "17"])
 def bad_env(request) -> tuple[str, dict, str]:
     value = request.param
     proc = run_python(BAD_ENV_SCRIPT, env={VAR: value, "TORCH_INFINI_PROVIDER": "host"})
@@ -230,25 +228,20 @@ def bad_env(request) -> tuple[str, dict, str]:
     return value, json.loads(line[-1][len("RESULT"):]), proc.stderr
 
 
-def test_bad_host_devices_reports_no_device_and_warns(bad_env):
-    value, r, stderr = bad_env
-    assert r["is_available"] is False
-    assert r["device_count"] == 0
-    assert f"{VAR}='{value}'" in stderr
+def test_bad_host_devices_is_an_error_not_zero_devices(bad_env):
+    """Not a warning and 0 devices: an error naming the variable, the value
+    and the accepted forms, from every first use."""
+    value, r, _stderr = bad_env
+    for use in ("is_available", "device_count", "empty", "to"):
+        assert isinstance(r[use], list), f"{use} returned {r[use]} with {VAR}={value!r}"
+        kind, message = r[use]
+        assert kind == "RuntimeError"
+        assert f"{VAR}='{value}' is invalid: expected an integer from 1 to 16" in message, message
 
 
 def test_bad_host_devices_diagnostics_names_variable(bad_env):
     value, r, _ = bad_env
-    assert r["diagnostics"] is not None
-    kind, message = r["diagnostics"]
-    assert kind == "RuntimeError"
-    assert VAR in message and value in message
-
-
-def test_bad_host_devices_first_use_error_names_variable(bad_env):
-    value, r, _ = bad_env
-    for op in ("empty", "to"):
-        assert r[op] is not None, op
-        kind, message = r[op]
-        assert kind == "RuntimeError"
-        assert VAR in message, message
+    usable, count, problems = r["diagnostics"]
+    assert usable is False and count == 0
+    assert len(problems) == 1
+    assert VAR in problems[0] and value in problems[0]

@@ -309,3 +309,16 @@ def test_public_symbols_include_unimported_submodules(tool):
     assert "comm" in names  # a submodule, whether imported or not
     assert "memory_allocated" in names
     assert not [n for n in names if n.startswith("_")]
+
+
+def test_default_paths_are_the_profile_and_build_reports(tool, tmp_path, monkeypatch, capsys):
+    """Without arguments: the project's profile in, build/reports/ out (never
+    the repository's root). The default directory is created."""
+    assert tool.DEFAULT_PROFILE == PROFILE
+    assert tool.DEFAULT_REPORTS == ROOT / "build" / "reports"
+    reports = tmp_path / "not-yet" / "reports"
+    monkeypatch.setattr(tool, "DEFAULT_REPORTS", reports)
+    assert tool.main(["--no-accelerator-probe"]) == 0
+    assert json.loads((reports / "api_gaps.json").read_text())["counts"]["unclassified"] == 0
+    assert (reports / "api_gaps.md").read_text().startswith("# ")
+    assert str(reports / "api_gaps.md") in capsys.readouterr().out

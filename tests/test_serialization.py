@@ -348,7 +348,9 @@ def test_checkpoint_loads_on_the_cpu_without_torch_infini(tmp_path):
     path, ckpt = _checkpoint(tmp_path)
     cases = [("cpu", {"map_location": "cpu"}), ("default", {})]
     script = LOAD_SCRIPT.format(imports="", cases=cases, path=path, extra="")
-    result = _load_elsewhere(script, {})
+    # `import torch` would autoload torch_infini: keep this process plain PyTorch.
+    script += 'assert not hasattr(torch, "infini")\n'
+    result = _load_elsewhere(script, {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
     _check_loaded(result["cpu"], ckpt, "cpu")
     assert "infini:0" in result["default"]["error"]
 

@@ -238,3 +238,98 @@ def build_metadata(torch_version: str, cxx11_abi: bool, stack: InfiniStack | Non
         "infini_ops_linear_takes_weight": bool(stack.ops_linear_takes_weight) if stack else False,
         "infini_ops_implementations": dict(stack.ops_implementations) if stack else {},
     }
+
+
+@dataclass
+class CompileFlags:
+    """The compiler and linker flags of torch_infini._C."""
+
+    debug: bool
+    cxx: list[str]
+    link: list[str]
+
+
+def compile_flags(env: Mapping[str, str]) -> CompileFlags:
+    """Release flags (-O2, no debug information) unless TORCH_INFINI_DEBUG=1,
+    which builds -O0 with debug information and assertions (NDEBUG undone:
+    Python's own flags define it)."""
+    value = env.get("TORCH_INFINI_DEBUG", "")
+    if value not in ("", "0", "1"):
+        raise BuildConfigError(f"TORCH_INFINI_DEBUG='{value}' is invalid: expected 1 (debug build) or 0 (release)")
+    warnings = ["-Wall", "-Wno-unused-parameter"]
+    if value == "1":
+        return CompileFlags(debug=True, cxx=["-O0", "-g", "-UNDEBUG"] + warnings, link=["-g"])
+    # -g0 last: Python's CFLAGS, which setuptools puts first, carry -g.
+    return CompileFlags(debug=False, cxx=["-O2", "-g0"] + warnings, link=["-g0"])
+
+
+#: How GNU ld and lld name a symbol that a shared library needs and none
+#: provides: "... undefined reference to `infini::rt::X'" (ld) or
+#: "undefined reference due to --no-allow-shlib-undefined: X" / "undefined symbol: X" (lld).
+_UNDEFINED = re.compile(r"undefined (?:reference to [`']([^'`]+)['`]|reference due to [^:]+: (.+)|symbol: (.+))")
+
+_LINK_TEST_SOURCE = "int main() { return 0; }\n"
+
+
+@dataclass
+class LinkTest:
+    """The outcome of linking a program against libinfiniops and libinfinirt."""
+
+    ok: bool
+    # Symbols in InfiniRT's namespace that libinfiniops needs and libinfinirt lacks.
+    missing_rt_symbols: list[str]
+    output: str
+
+
+def _infini_symbol(name: str) -> bool:
+    return name.startswith(("infini::", "_ZN6infini", "_ZNK6infini")) or "infini::rt" in name
+
+
+def link_ops_against_rt(stack: InfiniStack, compiler: str, workdir: Path) -> LinkTest:
+    """Link an empty program against libinfiniops and libinfinirt (in that
+    order, every library kept: --no-as-needed). The linker then checks that
+    every symbol libinfiniops needs is defined, as the loader would at import."""
+    import subprocess
+
+    source = workdir / "infini_link_test.cpp"
+    source.write_text(_LINK_TEST_SOURCE)
+    command = [compiler, str(source), "-o", str(workdir / "infini_link_test"), "-Wl,--no-as-needed"]
+    for directory in stack.ops_library_dirs + stack.rt_library_dirs:
+        command += [f"-L{directory}", f"-Wl,-rpath-link,{directory}"]
+    command += ["-linfiniops", "-linfinirt"]
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return LinkTest(ok=False, missing_rt_symbols=[], output=f"{' '.join(command)}: {error}")
+    output = proc.stdout + proc.stderr
+    missing = []
+    for match in _UNDEFINED.finditer(output):
+        name = next(g for g in match.groups() if g).strip()
+        if _infini_symbol(name) and name not in missing:
+            missing.append(name)
+    return LinkTest(ok=proc.returncode == 0, missing_rt_symbols=missing, output=output)
+
+
+def check_ops_match_rt(stack: InfiniStack, compiler: str = "c++") -> None:
+    """Raises BuildConfigError when libinfiniops needs InfiniRT symbols that
+    the libinfinirt being built against lacks: InfiniOps was built against
+    another InfiniRT (each InfiniRT commit may change its ABI), and importing
+    torch_infini would fail with "undefined symbol". Any other link failure
+    (a dependency the linker cannot find) is reported, not fatal: the link
+    of torch_infini itself says more."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="torch_infini_link_test_") as tmp:
+        result = link_ops_against_rt(stack, compiler, Path(tmp))
+    if result.missing_rt_symbols:
+        shown = ", ".join(result.missing_rt_symbols[:3])
+        more = len(result.missing_rt_symbols) - 3
+        raise BuildConfigError(
+            f"libinfiniops.so (in {os.pathsep.join(stack.ops_library_dirs)}) was built against another InfiniRT: "
+            f"it needs {shown}{f' and {more} more' if more > 0 else ''}, which libinfinirt.so "
+            f"(in {os.pathsep.join(stack.rt_library_dirs)}) does not define. Rebuild and reinstall InfiniOps "
+            "against this InfiniRT (INFINI_RT_ROOT pointing at its prefix), then rebuild torch_infini. "
+            "Rebuild InfiniOps for every InfiniRT you install (see README, 'Building against the Infini stack')")
+    if not result.ok:
+        print("torch_infini: warning: the InfiniOps/InfiniRT link test failed for another reason "
+              f"(not a version mismatch); continuing:\n{result.output.strip()[:2000]}", flush=True)

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Report how torch.infini covers the public torch.cuda API.
 
-    python tools/report_api_gaps.py --profile tests/conformance/api_profile.json \\
-        --markdown api_gaps.md --json api_gaps.json
+    python tools/report_api_gaps.py    # writes build/reports/api_gaps.md and .json
+
+(``--profile``, ``--markdown`` and ``--json`` choose other files; by default
+the reports go under ``build/``, which git ignores, never into the
+repository's root.)
 
 Compares the full public surface of ``torch.cuda`` (every name of
 ``dir(torch.cuda)`` and ``torch.cuda.__all__`` without a leading underscore,
@@ -48,6 +51,8 @@ EXIT_WRITE = 3
 EXIT_IMPORT = 4
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_PROFILE = REPO_ROOT / "tests" / "conformance" / "api_profile.json"
+DEFAULT_REPORTS = REPO_ROOT / "build" / "reports"
 
 
 class ProfileError(Exception):
@@ -293,7 +298,7 @@ _CHILD = textwrap.dedent(
     """
     import json, sys, warnings
     warnings.simplefilter("ignore")
-    sys.path.insert(0, sys.argv[1])
+    sys.path.append(sys.argv[1])  # the checkout, after an installed torch_infini (as _import_target)
     import torch, torch_infini
     A = torch.accelerator
     torch.empty(1, device="infini")  # initialize the device first
@@ -619,15 +624,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Compare the public torch.cuda API with torch.infini and write Markdown and JSON reports."
     )
-    parser.add_argument("--profile", required=True, type=Path, help="the API profile (api_profile.json)")
-    parser.add_argument("--markdown", required=True, type=Path, help="where to write the Markdown report")
-    parser.add_argument("--json", required=True, type=Path, help="where to write the JSON report")
+    parser.add_argument("--profile", type=Path, default=DEFAULT_PROFILE,
+                        help="the API profile (default: tests/conformance/api_profile.json)")
+    parser.add_argument("--markdown", type=Path, help="where to write the Markdown report "
+                        "(default: build/reports/api_gaps.md)")
+    parser.add_argument("--json", type=Path, help="where to write the JSON report (default: build/reports/api_gaps.json)")
     parser.add_argument(
         "--no-accelerator-probe",
         action="store_true",
         help="do not call the torch.accelerator functions (they are listed as 'not called')",
     )
     args = parser.parse_args(argv)
+    if args.markdown is None or args.json is None:
+        # Only the default directory is created: a path the user names must exist.
+        DEFAULT_REPORTS.mkdir(parents=True, exist_ok=True)
+        args.markdown = args.markdown or DEFAULT_REPORTS / "api_gaps.md"
+        args.json = args.json or DEFAULT_REPORTS / "api_gaps.json"
 
     try:
         profile = load_profile(args.profile)

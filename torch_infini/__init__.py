@@ -37,23 +37,43 @@ instead (``torch_infini.multiprocessing``).
 
 from __future__ import annotations
 
-from ._guard import check_build as _check_build
+import sys as _sys
 
-# Before anything is renamed or the native module is loaded.
-_BUILD_INFO = _check_build()
 
-import torch  # noqa: E402
+def _running_diagnostics() -> bool:
+    """Whether this import is ``python -m torch_infini`` locating its
+    ``__main__`` (Python sets ``sys.argv[0]`` to ``"-m"`` meanwhile)."""
+    argv = getattr(_sys, "orig_argv", [])
+    return (bool(_sys.argv) and _sys.argv[0] == "-m" and "-m" in argv
+            and argv.index("-m") + 1 < len(argv) and argv[argv.index("-m") + 1] == __name__)
 
-from . import _C  # noqa: E402  (registers the device guard, hooks, allocator, kernels)
-from . import distributed  # noqa: E402
-from . import fallback  # noqa: E402
-from . import fused_ops  # noqa: E402  (torch.ops.infini.swiglu, silu_and_mul, causal_softmax)
-from . import _compile  # noqa: E402
 
-_compile.install()  # torch.compile's device interface and Inductor backend, when PyTorch loads them
-from . import infini as _infini_module  # noqa: E402
-from . import multiprocessing as _multiprocessing  # noqa: E402
-from .diagnostics import diagnostics, operator_table, registered_operators  # noqa: E402
+#: Why the package could not load, when ``python -m torch_infini`` imported it
+#: (the diagnostics then explain it instead of a traceback); None otherwise.
+_LOAD_ERROR: BaseException | None = None
+
+try:
+    from ._guard import check_build as _check_build
+
+    # Before anything is renamed or the native module is loaded.
+    _BUILD_INFO = _check_build()
+
+    import torch
+
+    from . import _C  # noqa: F401  (registers the device guard, hooks, allocator, kernels)
+    from . import distributed
+    from . import fallback
+    from . import fused_ops  # torch.ops.infini.swiglu, silu_and_mul, causal_softmax
+    from . import _compile
+    from . import infini as _infini_module
+    from . import multiprocessing as _multiprocessing
+    from .diagnostics import diagnostics, operator_table, registered_operators
+
+    _compile.install()  # torch.compile's device interface and Inductor backend, when PyTorch loads them
+except Exception as _error:  # noqa: BLE001
+    if not _running_diagnostics():
+        raise
+    _LOAD_ERROR = _error
 
 __version__ = "0.1.0"
 
@@ -74,7 +94,13 @@ def _register() -> None:
     )
 
 
-_register()
-distributed._register()
-_multiprocessing._register()
-fallback._setup_from_environment()
+if _LOAD_ERROR is None:
+    try:
+        _register()
+        distributed._register()
+        _multiprocessing._register()
+        fallback._setup_from_environment()
+    except Exception as _error:  # noqa: BLE001
+        if not _running_diagnostics():
+            raise
+        _LOAD_ERROR = _error

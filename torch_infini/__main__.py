@@ -1,4 +1,9 @@
-"""``python -m torch_infini [--ops] [--json]``: diagnostics and the operator table."""
+"""``python -m torch_infini [--ops] [--json]``: diagnostics and the operator table.
+
+The diagnostics never fail: they print every line they can, then each
+problem and its fix. The exit status is 0 when an infini device can be used
+and 1 when it cannot.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +13,19 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torch_infini", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m torch_infini", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ops", action="store_true", help="list the operators the selected provider runs: their support "
                         "matrix, then every operator registered for the infini device")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     args = parser.parse_args(argv)
 
     import torch_infini
-    from torch_infini.diagnostics import format_diagnostics, format_operator_table, format_registered_operators
+    from torch_infini.diagnostics import (diagnostics, format_diagnostics, format_operator_table,
+                                          format_registered_operators)
 
-    if args.ops:
+    d = diagnostics(load_error=torch_infini._LOAD_ERROR)
+    if args.ops and d["usable"]:
         rows = torch_infini.operator_table()
         registered = torch_infini.registered_operators()
         if args.json:
@@ -26,10 +34,11 @@ def main(argv: list[str] | None = None) -> int:
             print(format_operator_table(rows))
             print()
             print(format_registered_operators(registered))
+    elif args.json:
+        print(json.dumps(d, indent=2))
     else:
-        d = torch_infini.diagnostics()
-        print(json.dumps(d, indent=2) if args.json else format_diagnostics(d))
-    return 0
+        print(format_diagnostics(d))
+    return 0 if d["usable"] else 1
 
 
 if __name__ == "__main__":

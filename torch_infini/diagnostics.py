@@ -1,51 +1,145 @@
-"""What is installed and selected: the first thing to run on a half-installed stack."""
+"""What is installed and selected: the first thing to run on a half-installed stack.
+
+:func:`diagnostics` never raises: every part it can read is filled in, and
+what went wrong (a build for another PyTorch, a native module that does not
+load, a malformed TORCH_INFINI_* variable, a provider that cannot start) is
+listed under ``problems``, each with its fix.
+"""
 
 from __future__ import annotations
 
 import platform
-from typing import Any
+import re
+from typing import Any, Optional
 
-import torch
-
-from . import _C
-from ._guard import load_metadata
+from . import _env
 
 
-def diagnostics() -> dict[str, Any]:
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def _in_a_checkout() -> bool:
+    """Whether this package is the torch_infini/ of a source checkout (next to setup.py)."""
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parent.parent / "setup.py").is_file()
+
+
+def fix_for(error: BaseException, stack_compiled: Optional[bool] = None) -> str:
+    """What to do about ``error``, one of the failures diagnostics reports."""
+    text = str(error)
+    variable = re.search(r"\b(TORCH_INFINI_[A-Z_]+)='", text)
+    if variable:
+        name = variable.group(1)
+        accepted = _env.VARIABLES.get(name, "see the README's configuration table")
+        return f"set {name} to {accepted}; or unset it for the default"
+    if "TORCH_INFINI_PROVIDER=infini" in text or "TORCH_INFINI_RT_BACKEND=" in text:
+        return ("rebuild torch_infini with INFINI_RT_PREFIX and INFINI_OPS_PREFIX set (README, 'Building "
+                "against the Infini stack'), or unset TORCH_INFINI_PROVIDER / TORCH_INFINI_RT_BACKEND "
+                "to use the host runtime")
+    if "undefined symbol" in text:
+        if stack_compiled:
+            return ("the InfiniOps and InfiniRT libraries the loader finds do not match each other or this "
+                    "build: rebuild InfiniOps against the InfiniRT on LD_LIBRARY_PATH, then rebuild "
+                    "torch_infini (pip install --no-build-isolation -e .)")
+        return "rebuild torch_infini against the installed PyTorch (pip install --no-build-isolation -e .)"
+    if "cannot open shared object file" in text:
+        return ("put the lib directories of the InfiniRT and InfiniOps installs on LD_LIBRARY_PATH "
+                "(README, 'Building against the Infini stack'), or rebuild torch_infini without them")
+    if isinstance(error, ImportError) and "build metadata" in text and "missing" in text and _in_a_checkout():
+        return ("this is the torch_infini/ of a source checkout, which was never built: build it in place "
+                "(pip install --no-build-isolation -e .), or run from another directory to use an installed "
+                "torch_infini")
+    if isinstance(error, ImportError) and ("built for PyTorch" in text or "build metadata" in text
+                                           or "_GLIBCXX_USE_CXX11_ABI" in text):
+        return "rebuild torch_infini against the running PyTorch: pip install --no-build-isolation -e ."
+    if isinstance(error, ImportError):
+        return ("reinstall torch_infini (pip install --no-build-isolation -e .), in the environment whose "
+                "python runs this")
+    return "see the README's Troubleshooting section"
+
+
+def _problem(error: BaseException, stack_compiled: Optional[bool] = None) -> dict[str, str]:
+    return {"problem": _first_line(error), "fix": fix_for(error, stack_compiled)}
+
+
+def diagnostics(load_error: Optional[BaseException] = None) -> dict[str, Any]:
     """Return the torch_infini version, the PyTorch build, the provider and
     backend in use (and why), the backends compiled in, the devices and the
-    provider's capabilities, as a dict (``python -m torch_infini`` prints it)."""
+    provider's capabilities, as a dict (``python -m torch_infini`` prints it).
+
+    Never raises. A part that cannot be read is None, and ``problems`` lists
+    each failure (``problem``, ``fix``); ``usable`` says whether an infini
+    device can be used. ``load_error`` is the exception that kept the
+    package from loading, when there is one.
+    """
     from . import __version__
 
-    build = load_metadata()
-    info = _C._provider_info()
-    devices = []
-    for index in range(_C._device_count()):
-        free, total = _C._mem_get_info(index)
-        devices.append({"index": index, "name": _C._device_name(index), "total_memory": int(total),
-                        "free_memory": int(free)})
-    return {
-        "torch_infini": __version__,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
-        "built_for_torch": build["torch_version"],
-        "infini_stack_compiled": bool(build["infini_stack"]),
-        "infini_rt_backends_compiled": list(build.get("infini_rt_backends", [])),
-        "infini_ops_operators_compiled": list(build.get("infini_ops_operators", [])),
-        "provider": info["provider"],
-        "backend": info["backend"],
-        "selection_reason": info["reason"],
-        "device_count": info["device_count"],
-        "devices": devices,
-        "capabilities": dict(info["capabilities"]),
-        "caching_allocator": bool(info["caching_allocator"]),
+    d: dict[str, Any] = {
+        "torch_infini": __version__, "python": platform.python_version(),
+        "torch": None, "torch_cxx11_abi": None, "built_for_torch": None,
+        "infini_stack_compiled": None, "infini_rt_backends_compiled": [], "infini_ops_operators_compiled": [],
+        "provider": None, "backend": None, "selection_reason": None, "device_count": 0, "devices": [],
+        "capabilities": {}, "caching_allocator": None, "problems": [], "usable": False,
     }
+    problems = d["problems"]
+    try:
+        import torch
+
+        d["torch"] = torch.__version__
+        d["torch_cxx11_abi"] = bool(torch._C._GLIBCXX_USE_CXX11_ABI)
+    except Exception as error:  # noqa: BLE001
+        problems.append(_problem(error))
+    try:
+        from ._guard import load_metadata
+
+        build = load_metadata()
+        d["built_for_torch"] = build["torch_version"]
+        d["infini_stack_compiled"] = bool(build["infini_stack"])
+        d["infini_rt_backends_compiled"] = list(build.get("infini_rt_backends", []))
+        d["infini_ops_operators_compiled"] = list(build.get("infini_ops_operators", []))
+    except Exception as error:  # noqa: BLE001
+        if load_error is None or str(error) != str(load_error):
+            problems.append(_problem(error))
+    if load_error is not None:
+        problems.append(_problem(load_error, d["infini_stack_compiled"]))
+    else:
+        _runtime(d)
+    for name in _env.unknown_variables():
+        problems.append({"problem": f"{name} is set, but torch_infini reads no such variable",
+                         "fix": f"check the spelling; the variables are {', '.join(_env.VARIABLES)}"})
+    return d
+
+
+def _runtime(d: dict[str, Any]) -> None:
+    """The provider, devices and capabilities, or the problem that hides them."""
+    try:
+        from . import _C
+
+        count = _C._device_count()
+        info = _C._provider_info()
+        d.update(provider=info["provider"], backend=info["backend"], selection_reason=info["reason"],
+                 device_count=info["device_count"], capabilities=dict(info["capabilities"]),
+                 caching_allocator=bool(info["caching_allocator"]))
+        for index in range(count):
+            free, total = _C._mem_get_info(index)
+            d["devices"].append({"index": index, "name": _C._device_name(index), "total_memory": int(total),
+                                 "free_memory": int(free)})
+        d["usable"] = count > 0
+        if count == 0:
+            d["problems"].append({"problem": "the runtime reports no infini device",
+                                  "fix": "see the README's Troubleshooting section"})
+    except Exception as error:  # noqa: BLE001
+        d["problems"].append(_problem(error, d["infini_stack_compiled"]))
 
 
 def operator_table() -> list[dict[str, Any]]:
     """The operators the selected provider runs natively, with their support
     matrix (dtypes, alpha, broadcasting, strided inputs, kernel)."""
+    from . import _C
+
     return [dict(entry) for entry in _C._op_support()]
 
 
@@ -66,6 +160,10 @@ def registered_operators() -> list[dict[str, Any]]:
     Operators not listed reach the boxed fallback: they raise
     ``NotImplementedError``, or run on the CPU when the opt-in CPU fallback is
     on (see ``torch_infini.fallback``)."""
+    import torch
+
+    from . import _C
+
     info = _C._provider_info()
     provider = info["provider"] if info["provider"] == "host" else f"{info['provider']}/{info['backend']}"
     # The support matrix of "aten::add.Tensor" holds for add_ and add.out too.
@@ -94,22 +192,37 @@ def registered_operators() -> list[dict[str, Any]]:
     return rows
 
 
+def _unknown(value: Any) -> str:
+    return "unknown" if value is None else str(value)
+
+
 def format_diagnostics(d: dict[str, Any]) -> str:
-    caps = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in d["capabilities"].items())
+    """The text ``python -m torch_infini`` prints: every line it can, then each problem and its fix."""
+    abi = "unknown" if d["torch_cxx11_abi"] is None else str(int(d["torch_cxx11_abi"]))
+    stack = d["infini_stack_compiled"]
     lines = [
         f"torch_infini {d['torch_infini']} (Python {d['python']})",
-        f"PyTorch {d['torch']} (CXX11 ABI {int(d['torch_cxx11_abi'])}), built for {d['built_for_torch']}",
-        f"Infini stack compiled in: {'yes' if d['infini_stack_compiled'] else 'no'}"
+        f"PyTorch {_unknown(d['torch'])} (CXX11 ABI {abi}), built for {_unknown(d['built_for_torch'])}",
+        f"Infini stack compiled in: {'unknown' if stack is None else 'yes' if stack else 'no'}"
         + (f" (InfiniRT backends: {', '.join(d['infini_rt_backends_compiled']) or 'unknown'};"
            f" InfiniOps operators: {', '.join(d['infini_ops_operators_compiled']) or 'none'})"
-           if d["infini_stack_compiled"] else ""),
-        f"Provider: {d['provider']}  backend: {d['backend']}  ({d['selection_reason']})",
-        f"Devices: {d['device_count']}",
+           if stack else ""),
     ]
-    for dev in d["devices"]:
-        lines.append(f"  infini:{dev['index']}  {dev['name']}  total {dev['total_memory'] / 2**30:.1f} GiB")
-    lines.append(f"Capabilities: {caps}")
-    lines.append(f"Caching allocator: {'on' if d['caching_allocator'] else 'off (TORCH_INFINI_ALLOC_CONF)'}")
+    if d["provider"] is not None:
+        lines.append(f"Provider: {d['provider']}  backend: {d['backend']}  ({d['selection_reason']})")
+        lines.append(f"Devices: {d['device_count']}")
+        for dev in d["devices"]:
+            lines.append(f"  infini:{dev['index']}  {dev['name']}  total {dev['total_memory'] / 2**30:.1f} GiB")
+        caps = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in d["capabilities"].items())
+        lines.append(f"Capabilities: {caps}")
+        lines.append(f"Caching allocator: {'on' if d['caching_allocator'] else 'off (TORCH_INFINI_ALLOC_CONF)'}")
+    else:
+        lines.append("Provider: none could start (see the problem below)")
+        lines.append("Devices: 0")
+    for problem in d["problems"]:
+        lines.append(f"Problem: {problem['problem']}")
+        lines.append(f"  Fix: {problem['fix']}")
+    lines.append("Status: " + ("usable" if d["usable"] else "the infini device cannot be used"))
     return "\n".join(lines)
 
 

@@ -35,7 +35,6 @@ directly. See docs/distributed.md.
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 import torch
@@ -64,7 +63,9 @@ def _create_backend(store, rank: int, world_size: int, timeout: timedelta):
 
 
 def _force_staging() -> bool:
-    return os.environ.get("TORCH_INFINI_DISTRIBUTED_STAGING", "0") not in ("", "0")
+    from ._env import switch
+
+    return switch("TORCH_INFINI_DISTRIBUTED_STAGING")
 
 
 def _register() -> None:

@@ -52,12 +52,11 @@ nothing.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from . import _C
+from . import _C, _env
 
 __all__ = [
     "enable",
@@ -211,12 +210,7 @@ def format_coverage(rows: list[dict[str, Any]] | None = None) -> str:
 
 def _report_requested() -> bool:
     """TORCH_INFINI_OP_REPORT as a switch; a malformed value names the variable."""
-    text = os.environ.get(REPORT_VARIABLE, "").strip().lower()
-    if text in ("", "0", "false", "off", "no"):
-        return False
-    if text in ("1", "true", "on", "yes"):
-        return True
-    raise RuntimeError(f"{REPORT_VARIABLE}='{os.environ[REPORT_VARIABLE]}' is not a switch; use 1 or 0")
+    return _env.switch(REPORT_VARIABLE)
 
 
 def _print_report_at_exit() -> None:

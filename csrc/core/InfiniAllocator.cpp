@@ -98,20 +98,12 @@ bool parse_caching_enabled() {
     }
     const std::string item = conf.substr(start, end - start);
     const size_t colon = item.find(':');
-    TORCH_CHECK(colon != std::string::npos,
-                "TORCH_INFINI_ALLOC_CONF: expected key:value, got '", item,
-                "'");
-    const std::string key = item.substr(0, colon);
-    const std::string value = item.substr(colon + 1);
-    TORCH_CHECK(key == "caching",
-                "TORCH_INFINI_ALLOC_CONF: unknown option '", key,
-                "' (known: caching)");
-    if (value == "0" || value == "False" || value == "false") {
-      enabled = false;
-    } else {
-      TORCH_CHECK(value == "1" || value == "True" || value == "true",
-                  "TORCH_INFINI_ALLOC_CONF: caching must be 0/1/True/False, "
-                  "got '", value, "'");
+    // The only key today is `caching`, a switch like every other one.
+    if (colon == std::string::npos || item.substr(0, colon) != "caching" ||
+        !runtime::parse_switch(item.substr(colon + 1), &enabled)) {
+      runtime::env_invalid("TORCH_INFINI_ALLOC_CONF", conf,
+                           "comma-separated key:value options; the only key "
+                           "is caching, with 1 (on, the default) or 0 (off)");
     }
     start = end + 1;
   }

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <mutex>
 
 #include "runtime/runtime.h"
 
@@ -19,9 +20,8 @@ std::string& init_error() {
   return message;
 }
 
-}  // namespace
-
-c10::DeviceIndex device_count() noexcept {
+// The device count, computed once; 0 when the runtime could not start.
+c10::DeviceIndex counted_devices() noexcept {
   static const c10::DeviceIndex count = [] {
     try {
       return static_cast<c10::DeviceIndex>(runtime::provider().device_count());
@@ -30,9 +30,31 @@ c10::DeviceIndex device_count() noexcept {
     } catch (const std::exception& e) {
       init_error() = e.what();
     }
-    TORCH_WARN("infini: the runtime could not be initialized: ", init_error());
     return static_cast<c10::DeviceIndex>(0);
   }();
+  return count;
+}
+
+}  // namespace
+
+c10::DeviceIndex device_count() noexcept {
+  const auto count = counted_devices();
+  if (!init_error().empty()) {
+    // PyTorch's generic paths (the device guard, torch.accelerator) cannot
+    // take an exception here: they see 0 devices, and the reason once.
+    static std::once_flag warned;
+    std::call_once(warned, [] {
+      TORCH_WARN("infini: the runtime could not be initialized: ",
+                 init_error());
+    });
+  }
+  return count;
+}
+
+c10::DeviceIndex checked_device_count() {
+  const auto count = counted_devices();
+  TORCH_CHECK(init_error().empty(),
+              "infini: the runtime could not be initialized: ", init_error());
   return count;
 }
 
@@ -47,7 +69,7 @@ void mark_initialized() noexcept {
 }
 
 void check_device(c10::DeviceIndex device) {
-  const auto count = device_count();
+  const auto count = counted_devices();  // the error below says why, no warning
   TORCH_CHECK(count > 0, "infini: no infini device is available",
               init_error().empty() ? "" : ": ", init_error());
   TORCH_CHECK(device >= 0 && device < count, "Invalid device index ",

@@ -9,7 +9,13 @@ namespace torch_infini {
 
 constexpr c10::DeviceType kInfini = c10::DeviceType::PrivateUse1;
 
+// The number of devices; 0 (with a warning) when the runtime could not start.
+// noexcept because PyTorch's device guard interface requires it.
 c10::DeviceIndex device_count() noexcept;
+// The number of devices, or the error that kept the runtime from starting (a
+// malformed TORCH_INFINI_* variable, a provider that is not compiled in):
+// what torch.infini.device_count() and is_available() report.
+c10::DeviceIndex checked_device_count();
 // The calling thread's current device (0 until set).
 c10::DeviceIndex current_device();
 void set_device(c10::DeviceIndex device);

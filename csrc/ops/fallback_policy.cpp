@@ -21,12 +21,6 @@ constexpr const char* kEnableVar = "TORCH_INFINI_CPU_FALLBACK";
 constexpr const char* kAllowVar = "TORCH_INFINI_CPU_FALLBACK_ALLOW";
 constexpr const char* kDenyVar = "TORCH_INFINI_CPU_FALLBACK_DENY";
 
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  return text;
-}
-
 std::string trim(const std::string& text) {
   const auto first = text.find_first_not_of(" \t\n");
   if (first == std::string::npos) {
@@ -36,15 +30,7 @@ std::string trim(const std::string& text) {
 }
 
 bool env_flag(const char* name) {
-  const std::string text = lower(trim(runtime::env_string(name, "")));
-  if (text.empty() || text == "0" || text == "false" || text == "off" ||
-      text == "no") {
-    return false;
-  }
-  TORCH_CHECK(text == "1" || text == "true" || text == "on" || text == "yes",
-              name, "='", runtime::env_string(name, ""),
-              "' is not a switch; use 1 or 0");
-  return true;
+  return runtime::env_switch(name, false);
 }
 
 // Every registered aten operator, with and without its overload, to check

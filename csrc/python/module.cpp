@@ -189,7 +189,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_coverage_stop_recording", &ops::coverage::stop_recording);
   m.def("_coverage_recording", &ops::coverage::recording);
 
-  m.def("_device_count", [] { return static_cast<int64_t>(device_count()); });
+  m.def("_device_count",
+        [] { return static_cast<int64_t>(checked_device_count()); });
   m.def("_current_device",
         [] { return static_cast<int64_t>(current_device()); });
   m.def("_set_device", [](int64_t d) {

@@ -43,11 +43,13 @@ struct Selection {
 
 Selection select() {
   Selection s;
-  s.requested = env_string("TORCH_INFINI_PROVIDER", "auto");
-  TORCH_CHECK(s.requested == "auto" || s.requested == "host" ||
-                  s.requested == "infini",
-              "TORCH_INFINI_PROVIDER='", s.requested,
-              "' is not one of: auto, host, infini");
+  s.requested =
+      env_choice("TORCH_INFINI_PROVIDER", "auto", {"auto", "host", "infini"});
+  // Checked whatever the provider, so that a typo is never silently ignored.
+  const std::string rt_backend = env_choice(
+      "TORCH_INFINI_RT_BACKEND", "",
+      {"cpu", "nvidia", "cambricon", "ascend", "metax", "moore", "iluvatar",
+       "hygon"});
   if (s.requested == "host") {
     s.provider = std::make_unique<host::HostProvider>();
     s.reason = "forced by TORCH_INFINI_PROVIDER=host";
@@ -63,7 +65,12 @@ Selection select() {
   TORCH_CHECK(s.requested != "infini",
               "TORCH_INFINI_PROVIDER=infini, but this build of torch_infini "
               "has no Infini stack: rebuild with INFINI_RT_PREFIX and "
-              "INFINI_OPS_PREFIX set (see the README)");
+              "INFINI_OPS_PREFIX set (see the README), or unset "
+              "TORCH_INFINI_PROVIDER to use the host runtime");
+  TORCH_CHECK(rt_backend.empty(), "TORCH_INFINI_RT_BACKEND=", rt_backend,
+              ", but this build of torch_infini has no Infini stack: rebuild "
+              "with INFINI_RT_PREFIX and INFINI_OPS_PREFIX set (see the "
+              "README), or unset TORCH_INFINI_RT_BACKEND");
   s.provider = std::make_unique<host::HostProvider>();
   s.reason = "Infini stack not compiled in";
 #endif

@@ -104,3 +104,53 @@ def test_synchronize_with_a_negative_index_is_the_current_device(mod, backend, h
     hold(s, 100)
     mod.synchronize(-1)
     assert s.query() is True
+
+
+@pytest.mark.covers("get_device_capability", "get_device_properties")
+def test_device_capability_is_a_pair_of_ints_matching_the_properties(mod, dev):
+    capability = mod.get_device_capability()
+    assert isinstance(capability, tuple) and len(capability) == 2
+    assert all(isinstance(part, int) and part >= 0 for part in capability)
+    assert mod.get_device_capability(dev) == mod.get_device_capability(0) == capability
+    props = mod.get_device_properties(dev)
+    assert (props.major, props.minor) == capability
+    # The fields third-party code reads (schedulers, compilers, memory planners).
+    assert isinstance(props.multi_processor_count, int) and props.multi_processor_count >= 0
+    assert isinstance(props.is_integrated, (bool, int))
+
+
+@pytest.mark.covers("get_arch_list")
+def test_arch_list_is_a_list_of_names(mod):
+    arches = mod.get_arch_list()
+    assert isinstance(arches, list)
+    assert all(isinstance(a, str) and a for a in arches)
+
+
+@pytest.mark.covers("is_bf16_supported")
+def test_bf16_supported_means_bfloat16_tensors_compute(mod, dev):
+    supported = mod.is_bf16_supported()
+    assert isinstance(supported, bool)
+    assert mod.is_bf16_supported(including_emulation=False) in (True, False)
+    if supported:
+        a = torch.arange(8, dtype=torch.float32).to(torch.bfloat16)
+        got = (a.to(dev) + a.to(dev)).cpu()
+        assert got.dtype == torch.bfloat16
+        assert torch.equal(got, a + a)
+
+
+@pytest.mark.covers("is_current_stream_capturing")
+def test_no_capture_outside_a_graph(mod):
+    assert mod.is_current_stream_capturing() is False
+    with mod.stream(mod.Stream()):
+        assert mod.is_current_stream_capturing() is False
+
+
+@pytest.mark.covers("OutOfMemoryError")
+def test_out_of_memory_is_torch_out_of_memory_error(mod, dev):
+    assert mod.OutOfMemoryError is torch.OutOfMemoryError
+    assert issubclass(mod.OutOfMemoryError, RuntimeError)
+    too_big = 4 * mod.get_device_properties(dev).total_memory
+    with pytest.raises(mod.OutOfMemoryError):
+        torch.empty(too_big, dtype=torch.uint8, device=dev)
+    # The device is still usable afterwards.
+    assert torch.equal(torch.ones(3, device=dev).cpu(), torch.ones(3))

@@ -5,20 +5,26 @@ Registered by ``import torch_infini`` as ``torch.infini``.
 
 from __future__ import annotations
 
+import torch
+
 from ._device import (
     _is_in_bad_fork,
     current_device,
     device,
     device_count,
     device_of,
+    get_arch_list,
+    get_device_capability,
     get_device_name,
     get_device_properties,
     init,
     is_available,
+    is_bf16_supported,
     is_initialized,
     set_device,
     synchronize,
 )
+from .graphs import is_current_stream_capturing
 from .amp import get_amp_supported_dtype
 from .memory import (
     empty_cache,
@@ -57,8 +63,14 @@ from .streams import (
     stream,
 )
 
+#: Raised when the device runs out of memory: PyTorch's own class, as
+#: ``torch.cuda.OutOfMemoryError`` is, so ``except torch.OutOfMemoryError``
+#: and ``except torch.infini.OutOfMemoryError`` catch the same errors.
+OutOfMemoryError = torch.OutOfMemoryError
+
 __all__ = [
     "Event",
+    "OutOfMemoryError",
     "Stream",
     "StreamContext",
     "amp",
@@ -72,12 +84,16 @@ __all__ = [
     "empty_cache",
     "get_device_name",
     "get_amp_supported_dtype",
+    "get_arch_list",
+    "get_device_capability",
     "get_device_properties",
     "get_rng_state",
     "get_rng_state_all",
     "init",
     "initial_seed",
     "is_available",
+    "is_bf16_supported",
+    "is_current_stream_capturing",
     "is_initialized",
     "manual_seed",
     "manual_seed_all",
@@ -112,4 +128,9 @@ def __getattr__(name: str):
         from .random import _default_generators
 
         return _default_generators()
+    # torch.cuda._initialized is a flag that torch.utils.checkpoint (and other
+    # code) reads to decide whether to save and restore the device's RNG
+    # state; here it is read live from the runtime, never stale.
+    if name == "_initialized":
+        return is_initialized()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,14 +105,31 @@ def synchronize(device: Device = None) -> None:
 
 @dataclass(frozen=True)
 class _InfiniDeviceProperties:
+    r"""What :func:`get_device_properties` returns: the fields third-party code
+    reads from ``torch.cuda.get_device_properties()``, with infini's values.
+
+    ``major``/``minor`` are 0: an infini device has no CUDA compute capability,
+    so code that gates features on it (``>= (8, 0)``) takes its portable path.
+    ``multi_processor_count`` is the number of CPU cores where the device's
+    kernels run on the host (the host runtime, InfiniRT's CPU backend) and 0
+    where the provider does not report it. ``is_integrated`` is true where
+    device memory is host memory.
+    """
+
     name: str
     total_memory: int
     provider: str
     backend: str
+    major: int = 0
+    minor: int = 0
+    multi_processor_count: int = 0
+    is_integrated: bool = False
 
     def __repr__(self) -> str:
         return (
-            f"_InfiniDeviceProperties(name='{self.name}', total_memory={self.total_memory // (1024 * 1024)}MB, "
+            f"_InfiniDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+            f"total_memory={self.total_memory // (1024 * 1024)}MB, "
+            f"multi_processor_count={self.multi_processor_count}, is_integrated={int(self.is_integrated)}, "
             f"provider='{self.provider}', backend='{self.backend}')"
         )
 
@@ -123,17 +141,73 @@ def _checked_property_index(device: Device) -> int:
     return index
 
 
+def _runs_on_host(info: dict) -> bool:
+    return info["provider"] == "host" or info["backend"] == "cpu"
+
+
 def get_device_properties(device: Device = None) -> _InfiniDeviceProperties:
     r"""Get the properties of a device.
 
     Args:
         device (torch.device or int or str, optional): device for which to
             return the properties. It uses the current device if ``None``.
+
+    Returns:
+        _InfiniDeviceProperties: the properties of the device (``name``,
+        ``total_memory``, ``major``, ``minor``, ``multi_processor_count``,
+        ``is_integrated``, and infini's ``provider`` and ``backend``)
     """
     index = _checked_property_index(device)
     info = _C._provider_info()
     _free, total = _C._mem_get_info(index)
-    return _InfiniDeviceProperties(_C._device_name(index), int(total), info["provider"], info["backend"])
+    on_host = _runs_on_host(info)
+    return _InfiniDeviceProperties(
+        _C._device_name(index), int(total), info["provider"], info["backend"],
+        multi_processor_count=(os.cpu_count() or 1) if on_host else 0, is_integrated=on_host)
+
+
+def get_device_capability(device: Device = None) -> tuple[int, int]:
+    r"""Get the compute capability of a device, as ``(major, minor)``.
+
+    An infini device has no CUDA compute capability: this is ``(0, 0)`` on
+    every provider, so that code comparing it with a CUDA architecture
+    (``>= (8, 0)``) takes its portable path. What the device can do is in
+    :func:`torch_infini.diagnostics` (capabilities) and
+    ``python -m torch_infini --ops`` (operators).
+
+    Args:
+        device (torch.device or int or str, optional): device for which to
+            return the device capability. It uses the current device if
+            ``device`` is ``None``.
+    """
+    props = get_device_properties(device)
+    return props.major, props.minor
+
+
+def get_arch_list() -> list[str]:
+    r"""Return the runtimes this build of torch_infini was compiled for:
+    ``"host"`` (the built-in host runtime, always) and each InfiniRT backend
+    compiled in (``"infini-cpu"``, ``"infini-nvidia"``, ...)."""
+    from .._guard import load_metadata
+
+    backends = load_metadata().get("infini_rt_backends", [])
+    return ["host"] + [f"infini-{backend}" for backend in backends]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    r"""Return a bool indicating if the current infini device supports dtype bfloat16.
+
+    True on the host runtime (every operator runs bfloat16 through ATen's CPU
+    kernels); on the Infini stack, whether the InfiniOps kernels it was built
+    with take bfloat16 (``python -m torch_infini --ops`` lists their dtypes).
+    ``including_emulation`` is accepted for torch.cuda compatibility; infini
+    has no emulated bfloat16.
+    """
+    if not is_available():
+        return False
+    if _C._provider_info()["provider"] == "host":
+        return True
+    return any("bfloat16" in row["dtypes"] for row in _C._op_support())
 
 
 def get_device_name(device: Device = None) -> str:

@@ -72,7 +72,14 @@ def _index_of(device: _DeviceArg) -> int:
 def _seeding_possible() -> bool:
     # torch.cuda defers seeding calls to an initialization that, without a
     # device or in a bad fork, never comes: the call has no effect.
-    return not _C._is_in_bad_fork() and _C._device_count() > 0
+    # A runtime that cannot start (a malformed TORCH_INFINI_* variable) is
+    # reported by the next device use, not by torch.manual_seed.
+    if _C._is_in_bad_fork():
+        return False
+    try:
+        return _C._device_count() > 0
+    except RuntimeError:
+        return False
 
 
 def get_rng_state(device: _DeviceArg = "infini") -> Tensor:

@@ -1,0 +1,207 @@
+"""The build's own checks and output, without building torch_infini:
+
+* the InfiniOps/InfiniRT link test (tools/build_config.py), on fake installs
+  whose two libraries are compiled here from a few lines of C++: an InfiniOps
+  built against the InfiniRT it is linked with passes, one built against
+  another InfiniRT is refused with the rebuild instruction;
+* the compile flags (release by default, TORCH_INFINI_DEBUG=1 for debug);
+* the progress lines a pip user sees (tools/build_progress.py).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools"))
+
+import build_config  # noqa: E402
+import build_progress  # noqa: E402
+from build_config import BuildConfigError, InfiniStack  # noqa: E402
+
+CXX = shutil.which(os.environ.get("CXX", "c++"))
+
+# InfiniRT before and after an ABI change (as a38977e changed TensorView):
+# the old one defines ndim() out of line, the new one no longer does.
+RT_OLD = """
+namespace infini::rt {
+struct TensorView { int ndim() const; int rank_; };
+int TensorView::ndim() const { return rank_; }
+int device_count() { return 1; }
+}
+"""
+RT_NEW = """
+namespace infini::rt {
+int device_count() { return 1; }
+int tensor_view_abi_v2() { return 2; }
+}
+"""
+# InfiniOps code that calls into InfiniRT, compiled against the old headers.
+OPS = """
+namespace infini::rt {
+struct TensorView { int ndim() const; int rank_; };
+int device_count();
+}
+namespace infini::ops {
+int add_rank(const infini::rt::TensorView& t) { return t.ndim() + infini::rt::device_count(); }
+}
+"""
+
+
+def _shared_library(directory: Path, name: str, source: str, *link: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    src = directory / f"{name}.cpp"
+    src.write_text(source)
+    out = directory / f"lib{name}.so"
+    subprocess.run([CXX, "-shared", "-fPIC", "-o", str(out), str(src), *link], check=True, timeout=120,
+                   capture_output=True)
+    return out
+
+
+def _stack(rt_lib: Path, ops_lib: Path) -> InfiniStack:
+    return InfiniStack(rt_include_dirs=[], rt_library_dirs=[str(rt_lib)],
+                       ops_include_dirs=[], ops_library_dirs=[str(ops_lib)])
+
+
+@pytest.fixture(scope="module")
+def fake_installs(tmp_path_factory) -> dict[str, InfiniStack]:
+    """An InfiniOps built against the old InfiniRT, next to the old and the new InfiniRT."""
+    if CXX is None:
+        pytest.skip("needs a C++ compiler to make the fake libraries")
+    root = tmp_path_factory.mktemp("link_test")
+    old_rt = root / "rt-old" / "lib"
+    new_rt = root / "rt-new" / "lib"
+    ops = root / "ops" / "lib"
+    _shared_library(old_rt, "infinirt", RT_OLD)
+    _shared_library(new_rt, "infinirt", RT_NEW)
+    _shared_library(ops, "infiniops", OPS, f"-L{old_rt}", "-linfinirt")
+    return {"matching": _stack(old_rt, ops), "stale": _stack(new_rt, ops)}
+
+
+def test_matching_builds_pass_the_link_test(fake_installs, tmp_path):
+    result = build_config.link_ops_against_rt(fake_installs["matching"], CXX, tmp_path)
+    assert result.ok, result.output
+    assert result.missing_rt_symbols == []
+    build_config.check_ops_match_rt(fake_installs["matching"], CXX)  # does not raise
+
+
+def test_stale_infiniops_is_refused_with_the_rebuild_instruction(fake_installs, tmp_path):
+    stack = fake_installs["stale"]
+    result = build_config.link_ops_against_rt(stack, CXX, tmp_path)
+    assert not result.ok
+    assert result.missing_rt_symbols == ["infini::rt::TensorView::ndim() const"], result.output
+    with pytest.raises(BuildConfigError) as caught:
+        build_config.check_ops_match_rt(stack, CXX)
+    message = str(caught.value)
+    assert "infini::rt::TensorView::ndim() const" in message
+    assert "was built against another InfiniRT" in message
+    assert "Rebuild and reinstall InfiniOps against this InfiniRT" in message
+    assert stack.rt_library_dirs[0] in message and stack.ops_library_dirs[0] in message
+
+
+def test_other_link_failures_are_not_called_a_mismatch(fake_installs, tmp_path, capsys):
+    """A missing library is not a version mismatch: reported, not fatal."""
+    stack = _stack(tmp_path / "no-rt", Path(fake_installs["matching"].ops_library_dirs[0]))
+    result = build_config.link_ops_against_rt(stack, CXX, tmp_path)
+    assert not result.ok and result.missing_rt_symbols == []
+    build_config.check_ops_match_rt(stack, CXX)
+    assert "link test failed for another reason" in capsys.readouterr().out
+
+
+def test_undefined_symbol_parsing_covers_ld_and_lld():
+    ld = "/usr/bin/ld: /x/libinfiniops.so: undefined reference to `infini::rt::TensorView::ndim() const'"
+    lld = "ld.lld: error: undefined reference due to --no-allow-shlib-undefined: _ZNK6infini2rt10TensorView4ndimEv"
+    names = [next(g for g in m.groups() if g) for m in build_config._UNDEFINED.finditer(ld + "\n" + lld)]
+    assert names == ["infini::rt::TensorView::ndim() const", "_ZNK6infini2rt10TensorView4ndimEv"]
+    assert all(build_config._infini_symbol(n) for n in names)
+    assert not build_config._infini_symbol("cudaMalloc")
+
+
+# --- compile flags ----------------------------------------------------------------
+
+
+def test_release_flags_have_no_debug_information():
+    flags = build_config.compile_flags({})
+    assert flags.debug is False
+    assert "-O2" in flags.cxx and flags.cxx.index("-g0") > flags.cxx.index("-O2")
+    assert "-g" not in flags.cxx and "-g0" in flags.link
+    assert build_config.compile_flags({"TORCH_INFINI_DEBUG": "0"}) == flags
+
+
+def test_debug_switch():
+    flags = build_config.compile_flags({"TORCH_INFINI_DEBUG": "1"})
+    assert flags.debug is True
+    assert {"-O0", "-g", "-UNDEBUG"} <= set(flags.cxx)
+
+
+@pytest.mark.parametrize("value", ["yes", "true", "2"])
+def test_malformed_debug_switch_names_itself(value):
+    with pytest.raises(BuildConfigError, match=f"TORCH_INFINI_DEBUG='{value}' is invalid: expected 1"):
+        build_config.compile_flags({"TORCH_INFINI_DEBUG": value})
+
+
+# --- progress -----------------------------------------------------------------------
+
+
+def test_describe_shortens_ninja_steps_and_the_link():
+    root = "/repo"
+    compile_line = ("[3/40] c++ -MMD -MF /tmp/b/csrc/ops/add.o.d -O2 -c -c /repo/csrc/ops/add.cpp "
+                    "-o /tmp/b/csrc/ops/add.o -std=c++20")
+    assert build_progress.describe(compile_line, root) == "[3/40] csrc/ops/add.cpp"
+    link = "x86_64-linux-gnu-g++ -shared /tmp/b/a.o /tmp/b/b.o -L/t/lib -lc10 -o build/lib/torch_infini/_C.so"
+    assert build_progress.describe(link, root) == "linking _C.so"
+    assert build_progress.describe("/repo/csrc/ops/add.cpp:3:1: warning: unused", root) is None
+    assert build_progress.describe("running build_ext", root) is None
+
+
+def test_progress_switch():
+    assert build_progress.progress_enabled({}) is True
+    assert build_progress.progress_enabled({"TORCH_INFINI_BUILD_PROGRESS": "0"}) is False
+    with pytest.raises(ValueError, match="TORCH_INFINI_BUILD_PROGRESS='no' is invalid"):
+        build_progress.progress_enabled({"TORCH_INFINI_BUILD_PROGRESS": "no"})
+
+
+def test_progress_reaches_the_terminal_and_the_log_is_unchanged(tmp_path):
+    """A child process writes ninja-like lines to descriptor 1, as ninja does
+    under pip: the log (the original stdout) gets every line as it was, the
+    terminal (a file here) one short line per step."""
+    terminal_file = tmp_path / "tty"
+    script = textwrap.dedent(
+        f"""
+        import os, subprocess, sys
+        sys.path.insert(0, {str(REPO / 'tools')!r})
+        import build_progress
+        terminal = build_progress.open_terminal({str(terminal_file)!r})
+        lines = ["[1/2] c++ -c /repo/csrc/a.cpp -o a.o", "csrc/a.cpp:1: warning: something",
+                 "[2/2] c++ -c /repo/csrc/b.cpp -o b.o"]
+        with build_progress.terminal_progress(terminal, root="/repo"):
+            print("from python")
+            subprocess.run(["printf", "%s\\\\n", *lines], check=True)
+        print("after")
+        """
+    )
+    terminal_file.write_text("")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["from python", "[1/2] c++ -c /repo/csrc/a.cpp -o a.o",
+                                        "csrc/a.cpp:1: warning: something", "[2/2] c++ -c /repo/csrc/b.cpp -o b.o",
+                                        "after"]
+    # Below pip's line first, then each line clears the spinner's leftovers.
+    shown = terminal_file.read_bytes().decode()  # bytes: read_text() would turn \r into \n
+    first, second = shown.split("\r\033[K")
+    assert first.startswith("\ntorch_infini build: 0:0") and first.endswith(" [1/2] csrc/a.cpp\n")
+    assert second.startswith("torch_infini build: 0:0") and second.endswith(" [2/2] csrc/b.cpp\n")
+
+
+def test_without_a_terminal_nothing_changes(capfd):
+    with build_progress.terminal_progress(None):
+        print("plain")
+    assert capfd.readouterr().out == "plain\n"
+    assert build_progress.open_terminal("/nonexistent/tty") is None
