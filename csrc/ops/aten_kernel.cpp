@@ -21,7 +21,9 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/zeros_like.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -40,6 +42,7 @@
 #include "ops/common.h"
 #include "ops/fallback.h"
 #include "runtime/aten_ops.h"
+#include "runtime/ivalue_tensors.h"
 
 namespace torch_infini::ops {
 namespace {
@@ -157,33 +160,57 @@ c10::Device call_device(const Plan& plan, const c10::FunctionSchema& schema,
   return *device;
 }
 
-// The family's dtypes and operand rules, on providers that map families
-// onto a library (CPU kernels check their own).
-void check_dtype(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
+// Whether the family serves the call's dtype (the first infini tensor's),
+// on providers that map families onto a library.
+bool dtype_served(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
   std::optional<c10::ScalarType> dtype;
+  for_each_tensor(args, [&](const at::Tensor& t, size_t) {
+    if (t.defined() && t.device().type() == kInfini && !dtype) {
+      dtype = t.scalar_type();
+    }
+  });
+  const auto& dtypes = plan.family->dtypes;
+  return !dtype || std::find(dtypes.begin(), dtypes.end(), *dtype) != dtypes.end();
+}
+
+// Whether the operands have one dtype, where the family needs it (CPU's
+// matmul rule, which Python's meta functions do not check).
+bool operands_agree(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
+  std::optional<c10::ScalarType> dtype;
+  bool agree = true;
   for_each_tensor(args, [&](const at::Tensor& t, size_t) {
     if (!t.defined() || t.device().type() != kInfini) {
       return;
     }
-    if (!dtype) {
-      dtype = t.scalar_type();
-    }
-    // Checked here: Python's meta functions for matmul do not, and CPU
-    // would raise only later, on the stream.
-    TORCH_CHECK(!plan.family->same_dtype || t.scalar_type() == *dtype,
-                plan.name, ": expected all operands to have the same dtype, "
-                "but got ", runtime::dtype_list({*dtype}), " and ",
-                runtime::dtype_list({t.scalar_type()}));
+    dtype = dtype.value_or(t.scalar_type());
+    agree = agree && t.scalar_type() == *dtype;
   });
-  const auto& dtypes = plan.family->dtypes;
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      !dtype ||
-          std::find(dtypes.begin(), dtypes.end(), *dtype) != dtypes.end(),
-      plan.name, " on infini (", provider_label(), "): dtype ",
-      runtime::dtype_list({*dtype}),
-      " is not supported (supported: ", runtime::dtype_list(dtypes),
-      "); convert with .to(dtype) first");
+  return !plan.family->same_dtype || agree;
 }
+
+// Raises the error CPU raises for this call: the call runs on zero-filled
+// CPU tensors of the same layouts (a call that fails its checks fails before
+// touching values). Used where the device cannot run CPU's kernels and the
+// call is known to be bad, so the message is CPU's, not a meta function's.
+[[noreturn]] void raise_cpu_error(const c10::OperatorHandle& op,
+                                  c10::ArrayRef<c10::IValue> args,
+                                  const std::exception_ptr& fallback_error) {
+  torch::jit::Stack cpu;
+  for (const c10::IValue& value : args) {
+    cpu.push_back(runtime::map_tensors(value, [](const at::Tensor& t) {
+      if (!t.defined() || t.device().type() != kInfini) {
+        return t;
+      }
+      return at::zeros_like(t, t.options().device(at::kCPU));
+    }));
+  }
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
+  }
+  std::rethrow_exception(fallback_error);  // CPU accepted it: the other error
+}
+
 
 // A private copy of a CPU scalar tensor, keeping its wrapped-number flag
 // (which type promotion reads).
@@ -352,8 +379,21 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
     cpu_fallback_or_refuse(op, stack);
     return;
   }
-  check_dtype(plan, args);
-  const auto layouts = output_layouts(plan, op, args);
+  if (!operands_agree(plan, args)) {
+    raise_cpu_error(op, args, std::make_exception_ptr(std::runtime_error(
+        plan.name + ": expected all operands to have the same dtype")));
+  }
+  if (!dtype_served(plan, args)) {
+    cpu_fallback_or_refuse(op, stack);  // InfiniOps has no kernel for it
+    return;
+  }
+  std::shared_ptr<const Layouts> layouts;
+  try {
+    layouts = output_layouts(plan, op, args);
+  } catch (const std::exception&) {
+    // The meta run refused the call: raise CPU's own error for it.
+    raise_cpu_error(op, args, std::current_exception());
+  }
   queue_call(plan, op, device, *layouts, stack);
 }
 
