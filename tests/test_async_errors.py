@@ -23,6 +23,9 @@ def fail_async() -> None:
     """Queue, on the current stream, a kernel that fails on the worker: an
     index out of range is only seen by the kernel (data-dependent)."""
     x = torch.zeros(4, device=DEV)
+    # The first call of a kind runs directly (CPU's errors at the call): a
+    # valid one of the same kind makes the next one queued.
+    x.index_select(0, torch.tensor([0, 1], device=DEV))
     bad = torch.tensor([0, 99], device=DEV)
     x.index_select(0, bad)
 

@@ -118,6 +118,9 @@ def main() -> int:
         # Now and then: return the cache, and make (and collect) an
         # asynchronous error, while the workers keep going.
         torch.infini.empty_cache()
+        # (A valid call of the same kind first: the first of a kind runs
+        # directly and would raise at the call.)
+        torch.zeros(4, device=DEV).index_select(0, torch.tensor([0, 1], device=DEV))
         bad = torch.tensor([0, 10**6], device=DEV)
         torch.zeros(4, device=DEV).index_select(0, bad)
         try:
