@@ -29,7 +29,6 @@
 
 #include <mutex>
 #include <optional>
-#include <set>
 #include <unordered_map>
 
 #include "core/InfiniFunctions.h"
