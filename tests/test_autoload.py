@@ -33,8 +33,8 @@ ONLY_IMPORT_TORCH = textwrap.dedent(
          "loaded": "torch_infini" in sys.modules,
          "warnings": [str(w.message) for w in caught if "torch_infini" in str(w.message)]}
     if r["has_module"]:
-        x = torch.arange(6.0, device="infini").reshape(2, 3)
-        r["result"] = (x * 2 + 1).sum(dim=0).cpu().tolist()
+        x = torch.arange(6.0).reshape(2, 3).to("infini")
+        r["result"] = (x * 2 + 1).cpu().sum(dim=0).tolist()
         r["device_count"] = torch.infini.device_count()
         r["tensor_method"] = torch.ones(2).infini().device.type
     print("RESULT" + json.dumps(r))

@@ -383,8 +383,23 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
         plan.name + ": expected all operands to have the same dtype")));
   }
   if (!dtype_served(plan, args)) {
-    cpu_fallback_or_refuse(op, stack);  // InfiniOps has no kernel for it
-    return;
+    // The library the provider maps the family onto has no kernel for it.
+    if (try_cpu_fallback(op, stack)) {
+      return;
+    }
+    std::optional<c10::ScalarType> dtype;
+    for_each_tensor(args, [&](const at::Tensor& t, size_t) {
+      if (t.defined() && t.device().type() == kInfini && !dtype) {
+        dtype = t.scalar_type();
+      }
+    });
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        false, plan.name, " on infini (", provider_label(), "): dtype ",
+        runtime::dtype_list({*dtype}), " is not supported by the InfiniOps ",
+        "kernels it maps onto (supported: ",
+        runtime::dtype_list(plan.family->dtypes), "); convert with .to(dtype), ",
+        "turn on the CPU fallback (TORCH_INFINI_CPU_FALLBACK=1) or use the host ",
+        "runtime (TORCH_INFINI_PROVIDER=host)");
   }
   std::shared_ptr<const Layouts> layouts;
   try {

@@ -104,8 +104,9 @@ std::string add_unsupported(const InfiniProvider& provider,
   irt::DataType dtype;
   if (!to_infini_dtype(args.out.dtype, &dtype)) {
     return "dtype " + dtype_name(args.out.dtype) +
-        " is not supported by infini::ops::Add (supported: float32, "
-        "float16, bfloat16, float64, int8, int16, int32, int64, uint8)";
+        " is not supported by InfiniOps' Add (supported: float32, float16, "
+        "bfloat16, float64, int8, int16, int32, int64, uint8); " +
+        std::string(kFallbackHint);
   }
 #ifdef TORCH_INFINI_OPS_ADD_HAS_ALPHA
   // InfiniOps takes alpha as a double: integers beyond 2^53 would round.
