@@ -89,9 +89,13 @@ class Aliases {
 struct WrittenArgs {
   struct Arg {
     at::Tensor used;  // what the kernel writes (its storage may move)
-    at::Tensor home;  // the device memory, as laid out before the call
+    void* home = nullptr;  // the device memory it had before the call
+    c10::SmallVector<int64_t, 6> sizes;
+    c10::SmallVector<int64_t, 6> strides;
   };
-  std::vector<Arg> args;
+  // Per queued call: no heap allocation for the usual one or two outputs,
+  // and a tensor over the device memory only where the storage moved.
+  c10::SmallVector<Arg, 2> args;
 
   WrittenArgs(const c10::FunctionSchema& schema, const torch::jit::Stack& stack) {
     for (size_t i = 0; i < schema.arguments().size() && i < stack.size();
@@ -99,21 +103,23 @@ struct WrittenArgs {
       const auto* alias = schema.arguments()[i].alias_info();
       if (alias != nullptr && alias->isWrite() && stack[i].isTensor()) {
         const at::Tensor& t = stack[i].toTensor();
-        args.push_back({t, at::from_blob(t.numel() == 0 ? nullptr : t.data_ptr(),
-                                         t.sizes(), t.strides(), t.options())});
+        args.push_back({t, t.numel() == 0 ? nullptr : t.data_ptr(),
+                        {t.sizes().begin(), t.sizes().end()},
+                        {t.strides().begin(), t.strides().end()}});
       }
     }
   }
 
   void finish(const c10::OperatorName& op) const {
-    for (const auto& [used, home] : args) {
-      TORCH_CHECK(used.sizes() == home.sizes(), op,
+    for (const Arg& arg : args) {
+      TORCH_CHECK(arg.used.sizes() == c10::IntArrayRef(arg.sizes), op,
                   " on infini: the CPU kernel resized an output from ",
-                  home.sizes(), " to ", used.sizes(), ", which the call's "
-                  "metadata did not foresee (the result's shape depends on "
-                  "the data); please report it");
-      if (used.numel() > 0 && used.data_ptr() != home.data_ptr()) {
-        home.copy_(used);
+                  c10::IntArrayRef(arg.sizes), " to ", arg.used.sizes(),
+                  ", which the call's metadata did not foresee (the result's "
+                  "shape depends on the data); please report it");
+      if (arg.used.numel() > 0 && arg.used.data_ptr() != arg.home) {
+        at::from_blob(arg.home, arg.sizes, arg.strides, arg.used.options())
+            .copy_(arg.used);
       }
     }
   }
