@@ -42,7 +42,7 @@ METADATA_NAME = "_build_info.json"
 def sources(stack):
     files = []
     for pattern in ("csrc/amp/*.cpp", "csrc/core/*.cpp", "csrc/distributed/*.cpp", "csrc/ops/*.cpp",
-                    "csrc/python/*.cpp", "csrc/runtime/*.cpp", "csrc/runtime/host/*.cpp"):
+                    "csrc/profiler/*.cpp", "csrc/python/*.cpp", "csrc/runtime/*.cpp", "csrc/runtime/host/*.cpp"):
         files += sorted(glob.glob(pattern, root_dir=ROOT))
     if stack is not None:
         files += sorted(glob.glob("csrc/runtime/infini/*.cpp", root_dir=ROOT))

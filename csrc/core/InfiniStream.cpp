@@ -21,7 +21,8 @@ constexpr int kMaxDevices = 64;
 
 struct DevicePool {
   std::array<std::once_flag, kMaxStreamId> once;
-  std::array<runtime::StreamHandle, kMaxStreamId> handles{};
+  // Atomic so that stream_id_of_handle may read slots being created.
+  std::array<std::atomic<runtime::StreamHandle>, kMaxStreamId> handles{};
   std::array<std::atomic<uint32_t>, kPriorityLevels> next{};
 };
 
@@ -104,7 +105,24 @@ runtime::StreamHandle native_stream(const c10::Stream& stream) {
     p.handles[slot] = runtime::provider().stream_create(
         stream.device_index(), stream_priority(stream));
   });
-  return p.handles[slot];
+  return p.handles[slot].load();
+}
+
+c10::StreamId stream_id_of_handle(c10::DeviceIndex device,
+                                  runtime::StreamHandle handle) {
+  if (handle == nullptr) {
+    return 0;
+  }
+  if (device < 0 || device >= device_count()) {
+    return -1;
+  }
+  DevicePool& p = pool(device);
+  for (int slot = 0; slot < kMaxStreamId; ++slot) {
+    if (p.handles[slot].load() == handle) {
+      return static_cast<c10::StreamId>(slot + 1);
+    }
+  }
+  return -1;
 }
 
 }  // namespace torch_infini

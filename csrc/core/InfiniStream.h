@@ -28,6 +28,11 @@ void set_current_stream(const c10::Stream& stream);
 int stream_priority(const c10::Stream& stream);
 // The provider's handle for `stream` (created on first use).
 runtime::StreamHandle native_stream(const c10::Stream& stream);
+// The id of the stream whose provider handle is `handle` (0 for nullptr, the
+// default stream), or -1 when this process made no such stream. Creates
+// nothing (the profiler names its device lanes with it).
+c10::StreamId stream_id_of_handle(c10::DeviceIndex device,
+                                  runtime::StreamHandle handle);
 // Raises unless `stream` is a valid infini stream.
 void check_stream(const c10::Stream& stream);
 

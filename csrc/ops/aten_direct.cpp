@@ -13,6 +13,7 @@
 #include "core/InfiniGenerator.h"
 #include "ops/host_random.h"
 #include "ops/common.h"
+#include "profiler/device_trace.h"
 #include "runtime/ivalue_tensors.h"
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
@@ -126,9 +127,18 @@ std::shared_ptr<const Layouts> run_direct(const Plan& plan,
     cpu[i] = impl->host_generator();
   }
 
-  runtime::provider().stream_synchronize(device.index(),
-                                         current_native_stream(device.index()));
+  runtime::StreamHandle stream = current_native_stream(device.index());
+  runtime::provider().stream_synchronize(device.index(), stream);
+  // Work on the device like a queued call's, run here in stream order: the
+  // profiler's device timeline shows it on the stream it stands for.
+  const bool traced = profiler::tracing();
+  const int64_t started = traced ? profiler::now_ns() : 0;
   runtime::kernels().aten_now(op, cpu);
+  if (traced) {
+    profiler::record_direct(schema.name().c_str(),
+                            schema.overload_name().c_str(), device.index(),
+                            stream, started);
+  }
   locks.clear();
 
   for (auto& [w, tmp] : scratch) {

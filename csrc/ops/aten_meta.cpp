@@ -2,6 +2,7 @@
 
 #include <ATen/TensorIterator.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/record_function.h>
 #include <ATen/ops/empty_strided.h>
 
 #include <string>
@@ -101,6 +102,9 @@ Layouts run_on_meta(const Plan& plan, const c10::OperatorHandle& op,
   }
   {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
+    // Not a call of the operator: the profiler has recorded the call this
+    // metadata is for.
+    at::DisableRecordFunctionGuard not_recorded;
     op.callBoxed(meta_stack);
   }
   const auto meta_layout = [&](const at::Tensor& meta, bool resized) {

@@ -15,6 +15,7 @@
 #include "ops/fallback.h"
 #include "ops/fallback_policy.h"
 #include "ops/op_coverage.h"
+#include "profiler/device_trace.h"
 #include "python/distributed_bindings.h"
 #include "python/gil.h"
 #include "runtime/aten_ops.h"
@@ -253,6 +254,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return runtime::provider().enqueue_delay(s.device_index(),
                                              native_stream(s), ms);
   }, "Test hook: queue a host-side wait of `ms` on a stream.");
+  m.def("_profiler_device_tracing", &profiler::tracing,
+        "Whether a profiler is tracing device work (kernels and copies).");
 
   m.def("_event_elapsed_time", [](uintptr_t start, uintptr_t end, int64_t d) {
     return runtime::provider().event_elapsed_ms(

@@ -5,10 +5,12 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
 
 #include <optional>
 
+#include "profiler/device_trace.h"
 #include "runtime/host/host_provider.h"
 #include "runtime/ivalue_tensors.h"
 #include "runtime/kernels.h"
@@ -247,6 +249,9 @@ class HostKernels final : public OpKernels {
       value = aliases.convert(value);
     }
     at::AutoDispatchBelowADInplaceOrView below_autograd;
+    // The profiler has recorded this call once, as the infini operator it
+    // is: the CPU kernel run for it here is not a second call.
+    at::DisableRecordFunctionGuard not_recorded;
     op.callBoxed(stack);
   }
 
@@ -262,6 +267,9 @@ class HostKernels final : public OpKernels {
       results_into.push_back(aliases.of(t));
     }
     WrittenArgs written(call.op.schema(), args);
+    const c10::OperatorName& name = call.op.operator_name();
+    profiler::TaskLabel label(name.name.c_str(), profiler::WorkKind::kKernel,
+                              device, stream, name.overload_name.c_str());
     provider_.stream(device, stream)
         .enqueue([op = call.op, args = std::move(args),
                   results_into = std::move(results_into),
@@ -307,6 +315,8 @@ class HostKernels final : public OpKernels {
   }
 
   void fill(int device, StreamHandle stream, const FillArgs& args) override {
+    profiler::TaskLabel label("aten::fill_", profiler::WorkKind::kKernel,
+                              device, stream);
     provider_.stream(device, stream).enqueue([args] {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
       alias(args.self).fill_(args.value);
@@ -314,6 +324,8 @@ class HostKernels final : public OpKernels {
   }
 
   void copy(int device, StreamHandle stream, const CopyArgs& args) override {
+    profiler::TaskLabel label("aten::copy_", profiler::WorkKind::kKernel,
+                              device, stream);
     provider_.stream(device, stream).enqueue([args] {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
       at::Tensor dst = alias(args.dst);
@@ -322,6 +334,8 @@ class HostKernels final : public OpKernels {
   }
 
   void add(int device, StreamHandle stream, const AddArgs& args) override {
+    profiler::TaskLabel label("aten::add", profiler::WorkKind::kKernel, device,
+                              stream);
     provider_.stream(device, stream).enqueue([args] {
       if (add_small_dense(args)) {
         return;

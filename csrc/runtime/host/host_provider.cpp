@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "profiler/device_trace.h"
 #include "runtime/env.h"
 #include "runtime/kernels.h"
 
@@ -249,11 +250,19 @@ float HostProvider::event_elapsed_ms(int /*device*/, EventHandle start,
 }
 
 void HostProvider::memcpy_async(int device, void* dst, const void* src,
-                                size_t bytes, MemcpyKind /*kind*/,
+                                size_t bytes, MemcpyKind kind,
                                 StreamHandle handle) {
   if (bytes == 0) {
     return;
   }
+  profiler::TaskLabel label(
+      kind == MemcpyKind::kHostToDevice   ? "Memcpy HtoD (infini)"
+          : kind == MemcpyKind::kDeviceToHost ? "Memcpy DtoH (infini)"
+                                              : "Memcpy DtoD (infini)",
+      kind == MemcpyKind::kHostToDevice   ? profiler::WorkKind::kMemcpyHtoD
+          : kind == MemcpyKind::kDeviceToHost ? profiler::WorkKind::kMemcpyDtoH
+                                              : profiler::WorkKind::kMemcpyDtoD,
+      device, handle);
   stream(device, handle).enqueue(
       [dst, src, bytes] { std::memcpy(dst, src, bytes); });
 }

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "profiler/device_trace.h"
+
 namespace torch_infini::runtime::host {
 namespace {
 
@@ -50,6 +52,14 @@ HostStream::~HostStream() {
 }
 
 uint64_t HostStream::enqueue(Task task, bool may_block) {
+  // Profiler hook: while a profiler traces device work, a labelled task (a
+  // kernel or a copy; see profiler/device_trace.h) times itself on the
+  // worker. Without a profiler this is one relaxed atomic load.
+  if (profiler::tracing()) {
+    if (const profiler::Label* label = profiler::current_label()) {
+      task = profiler::traced(*label, std::move(task));
+    }
+  }
   bool wake = false;
   uint64_t ticket = 0;
   {
