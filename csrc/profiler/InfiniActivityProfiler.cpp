@@ -17,7 +17,7 @@
 
 #include <kineto/libkineto.h>
 
-#include <c10/util/SmallVector.h>
+#include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <map>
@@ -29,6 +29,7 @@
 
 #include "core/InfiniStream.h"
 #include "profiler/device_trace.h"
+#include "runtime/runtime.h"
 
 namespace torch_infini::profiler {
 namespace {
@@ -67,6 +68,14 @@ class InfiniSession final : public libkineto::IActivityProfilerSession {
   explicit InfiniSession(bool launches) : launches_(launches) {}
 
   void start() override {
+    if (std::string(runtime::provider().name()) != "host") {
+      TORCH_WARN_ONCE(
+          "infini profiler: device kernels are timed on the host runtime "
+          "only; on the Infini stack (provider '",
+          runtime::provider().name(),
+          "') this profile has no device lane. For device time per operator "
+          "use torch.autograd.profiler.profile(use_device='infini').");
+    }
     profiler::start();
     status_ = libkineto::TraceStatus::RECORDING;
   }
