@@ -63,19 +63,29 @@ ActivityType activity_type(WorkKind kind) {
   }
 }
 
+// Device work is timed on the host runtime's workers only (docs/profiling.md).
+void warn_unless_host() {
+  const char* name = "host";
+  try {
+    name = runtime::provider().name();
+  } catch (const std::exception&) {
+    return;  // no usable device (a forked child): nothing will be queued
+  }
+  if (std::string(name) != "host") {
+    TORCH_WARN_ONCE(
+        "infini profiler: device kernels are timed on the host runtime only; "
+        "on the Infini stack (provider '", name, "') this profile has no "
+        "device lane. For device time per operator use "
+        "torch.autograd.profiler.profile(use_device='infini').");
+  }
+}
+
 class InfiniSession final : public libkineto::IActivityProfilerSession {
  public:
   explicit InfiniSession(bool launches) : launches_(launches) {}
 
   void start() override {
-    if (std::string(runtime::provider().name()) != "host") {
-      TORCH_WARN_ONCE(
-          "infini profiler: device kernels are timed on the host runtime "
-          "only; on the Infini stack (provider '",
-          runtime::provider().name(),
-          "') this profile has no device lane. For device time per operator "
-          "use torch.autograd.profiler.profile(use_device='infini').");
-    }
+    warn_unless_host();
     profiler::start();
     status_ = libkineto::TraceStatus::RECORDING;
   }
