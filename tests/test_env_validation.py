@@ -53,9 +53,11 @@ MALFORMED = [
     ("TORCH_INFINI_ALLOC_CONF", "expandable_segments:1", ["caching"]),
     ("TORCH_INFINI_CPU_FALLBACK", "yes", ["1 (on) or 0 (off)"]),
     ("TORCH_INFINI_CPU_FALLBACK", "banana", ["1 (on) or 0 (off)"]),
+    ("TORCH_INFINI_WORKER_THREADS", "0", ["integer from 1 to 4096"]),
 ]
 
-FIRST_USES = {"TORCH_INFINI_ALLOC_CONF": ("tensor",), "TORCH_INFINI_CPU_FALLBACK": ("fallback",)}
+FIRST_USES = {"TORCH_INFINI_ALLOC_CONF": ("tensor",), "TORCH_INFINI_CPU_FALLBACK": ("fallback",),
+              "TORCH_INFINI_WORKER_THREADS": ("tensor",)}
 
 # (environment, what the script then sees)
 WELL_FORMED = {
@@ -65,6 +67,7 @@ WELL_FORMED = {
     "small_memory": ({"TORCH_INFINI_HOST_MEMORY": "64M"}, {"device_count": 1, "fallback": False}),
     "fallback_on": ({"TORCH_INFINI_CPU_FALLBACK": "1"}, {"device_count": 1, "fallback": True}),
     "caching_off": ({"TORCH_INFINI_ALLOC_CONF": "caching:0"}, {"device_count": 1, "fallback": False}),
+    "one_worker_thread": ({"TORCH_INFINI_WORKER_THREADS": "1"}, {"device_count": 1, "fallback": False}),
 }
 
 

@@ -26,6 +26,7 @@ VARIABLES: dict[str, str] = {
     "TORCH_INFINI_CPU_FALLBACK_DENY": "comma-separated ATen operator names",
     "TORCH_INFINI_OP_REPORT": "1 (on) or 0 (off, default)",
     "TORCH_INFINI_DISTRIBUTED_STAGING": "1 (collectives copy through pinned host buffers) or 0 (default)",
+    "TORCH_INFINI_WORKER_THREADS": "an integer from 1 to 4096 (default: the intra-op threads less one, at least 1)",
 }
 
 #: Read by the build (setup.py), not at run time.

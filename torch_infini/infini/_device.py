@@ -100,7 +100,9 @@ def synchronize(device: Device = None) -> None:
         device (torch.device or int, optional): device for which to
             synchronize. It uses the current device if ``device`` is ``None``.
     """
-    _C._synchronize(_resolve_index(device))
+    # None is the common case, in a loop of small synchronous ops: the C++
+    # side resolves -1 to the current device without Python's lookups.
+    _C._synchronize(-1 if device is None else _resolve_index(device))
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 #include "runtime/host/host_provider.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 
 #include <unistd.h>
 
@@ -168,7 +169,8 @@ void HostProvider::stream_wait_event(int device, StreamHandle handle,
 
 void HostProvider::device_synchronize(int device) {
   Device& d = dev(device);
-  std::vector<HostStream*> streams{&stream(device, nullptr)};
+  // On the stack: a synchronize per small op must not allocate.
+  c10::SmallVector<HostStream*, 16> streams{&stream(device, nullptr)};
   {
     std::lock_guard<std::mutex> guard(d.streams_mutex);
     for (auto& s : d.streams) {

@@ -1,11 +1,25 @@
 #include "runtime/host/host_stream.h"
 
+#include <c10/core/AutogradState.h>
+#include <c10/core/DispatchKeySet.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
 #include "profiler/device_trace.h"
+#include "runtime/env.h"
+
+// OpenMP, weakly: PyTorch's libgomp provides them; with another runtime (or
+// none) the workers keep OpenMP's defaults.
+extern "C" {
+int omp_get_max_threads(void) __attribute__((weak));
+void omp_set_num_threads(int) __attribute__((weak));
+}
 
 namespace torch_infini::runtime::host {
 namespace {
@@ -15,6 +29,12 @@ namespace {
 // the worker (for new work) and a synchronizing caller (for completion) spin
 // briefly before they sleep, as CUDA's default scheduling does.
 constexpr auto kSpin = std::chrono::microseconds(50);
+// How often a sleeping worker checks for work by itself after its stream's
+// last activity, and for how many checks: a task whose wake-up was deferred
+// waits at most kDeferredCheck, and an idle stream's worker soon sleeps until
+// woken.
+constexpr auto kDeferredCheck = std::chrono::milliseconds(1);
+constexpr int kDeferredChecks = 16;
 
 template <typename Ready>
 bool spin_until(Ready ready) {
@@ -34,11 +54,95 @@ bool spin_until(Ready ready) {
 
 // Set on every stream worker: what a worker queues never waits for space.
 thread_local bool on_worker_thread = false;
+// How many TaskScopes are open on this thread: a caller running tasks never
+// waits for space either (a task blocked on another stream's full queue
+// while this stream's execution is owned could close a cycle of waits).
+thread_local int caller_task_scopes = 0;
+
+// The thread-local state a task runs in on a waiting caller: a fresh
+// thread's, which is what the worker has. The caller may be under no_grad,
+// inference_mode, autocast, a TorchDispatchMode or a functorch transform
+// (thread-local dispatch keys and autograd flags); a task's CPU kernel must
+// see none of them (a Python mode would even be entered without the GIL).
+// OpenMP's per-thread settings stay the caller's: its kernels then use the
+// caller's intra-op threads, as CPU eager would (see worker_intra_op_threads).
+class TaskScope {
+ public:
+  TaskScope()
+      : keys_(c10::default_included_set, c10::default_excluded_set),
+        state_(c10::AutogradState::get_tls_state()),
+        grad_mode_(state_.get_grad_mode()),
+        inference_mode_(state_.get_inference_mode()),
+        fw_grad_mode_(state_.get_fw_grad_mode()) {
+    state_.set_grad_mode(true);
+    state_.set_inference_mode(false);
+    state_.set_fw_grad_mode(true);
+    ++caller_task_scopes;
+  }
+  ~TaskScope() {
+    --caller_task_scopes;
+    state_.set_grad_mode(grad_mode_);
+    state_.set_inference_mode(inference_mode_);
+    state_.set_fw_grad_mode(fw_grad_mode_);
+  }
+  TaskScope(const TaskScope&) = delete;
+  TaskScope& operator=(const TaskScope&) = delete;
+
+ private:
+  c10::impl::ForceDispatchKeyGuard keys_;
+  c10::AutogradState& state_;
+  const bool grad_mode_;
+  const bool inference_mode_;
+  const bool fw_grad_mode_;
+};
+
+// Intra-op threads of the kernels a stream worker runs (OpenMP's thread
+// count is per thread, and at::parallel_for and MKL read the calling
+// thread's). A worker runs while its submitter goes on in Python, and each
+// thread that opens a parallel region has its own team of OpenMP threads,
+// which spin for a while after every region: a worker with the full pool
+// beside a submitter with its own oversubscribes the cores, and on two cores
+// a 64x64 softmax then took milliseconds instead of microseconds. So a
+// worker's kernels use the intra-op pool less one thread (the submitter's),
+// at least one; kernels a waiting caller runs itself use the caller's pool,
+// as CPU eager would. TORCH_INFINI_WORKER_THREADS=N sets the count.
+int worker_intra_op_threads() {
+  static const int threads = [] {
+    const int pool = std::max(1, at::get_num_threads());
+    return static_cast<int>(env_int("TORCH_INFINI_WORKER_THREADS",
+                                    std::max(1, pool - 1), 1, 4096));
+  }();
+  return threads;
+}
+
+// Runs one task; returns what it raised (empty when it succeeded). The one
+// place a stream's task runs, on the worker or on a waiting caller.
+std::string execute(Task& task) {
+  try {
+    task();
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error in a task on the infini host runtime";
+  }
+  return {};
+}
 
 }  // namespace
 
 HostStream::HostStream(int device, int priority)
-    : device_(device), priority_(priority), worker_([this] { run(); }) {}
+    : device_(device), priority_(priority) {
+  // Read here, where a bad TORCH_INFINI_WORKER_THREADS raises to the caller.
+  const int threads = worker_intra_op_threads();
+  worker_ = std::thread([this, threads] {
+    if (omp_set_num_threads != nullptr) {
+      omp_set_num_threads(threads);
+    }
+    run();
+  });
+}
 
 HostStream::~HostStream() {
   {
@@ -64,14 +168,20 @@ uint64_t HostStream::enqueue(Task task, bool may_block) {
   uint64_t ticket = 0;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (may_block && !on_worker_thread && queue_.size() >= kMaxQueueDepth) {
+    if (may_block && !on_worker_thread && caller_task_scopes == 0 &&
+        queue_.size() >= kMaxQueueDepth) {
       ++space_waiters_;
       space_cv_.wait(lock, [&] { return queue_.size() <= kResumeDepth; });
       --space_waiters_;
     }
     queue_.push_back(std::move(task));
     ticket = ++submitted_;
-    wake = worker_sleeping_;
+    last_enqueue_ = Clock::now().time_since_epoch().count();
+    // Deferred: a lone task is likely the one its submitter is about to wait
+    // for (and run itself); a second one behind it means work to overlap.
+    // Only a polling worker may be left asleep (it checks by itself soon).
+    wake = worker_sleeping_ &&
+        !(defer_wakes_ && worker_polling_ && queue_.size() == 1);
   }
   if (wake) {
     work_cv_.notify_one();
@@ -80,17 +190,66 @@ uint64_t HostStream::enqueue(Task task, bool may_block) {
 }
 
 bool HostStream::reached(uint64_t ticket) {
-  return completed_.load() >= ticket;
+  if (completed_.load() >= ticket) {
+    return true;
+  }
+  wake_deferred();  // an event polled with query() must see progress
+  return false;
 }
 
 void HostStream::wait_for(uint64_t ticket) {
-  if (spin_until([&] { return completed_.load() >= ticket; })) {
+  if (ticket == submitted_.load() && ticket <= completed_.load() + 1 &&
+      !defer_wakes_.load() &&
+      Clock::now().time_since_epoch().count() - last_enqueue_.load() <
+          std::chrono::duration_cast<Clock::duration>(kSpin).count()) {
+    // Waiting, right after queuing it, for a lone task (a small synchronous
+    // op, an .item()), even one the worker has already run: the next such
+    // task is better run here than handed to the worker. (A task waited for
+    // long after it was queued, such as a copy on a side stream, is work to
+    // overlap.) A hint, so set without the lock.
+    defer_wakes_ = true;
+  }
+  if (completed_.load() >= ticket) {
     return;
   }
+  std::optional<TaskScope> scope;  // opened before the first task run here
   std::unique_lock<std::mutex> lock(mutex_);
-  ++sync_waiters_;
-  done_cv_.wait(lock, [&] { return completed_ >= ticket; });
-  --sync_waiters_;
+  while (completed_.load() < ticket) {
+    if (can_take()) {
+      // Nobody runs the pending tasks (the worker sleeps, or has not got to
+      // them yet): run them here, rather than pay a hand-off and a wake-up.
+      if (!scope && !on_worker_thread) {
+        scope.emplace();
+      }
+      run_front(lock);
+      continue;
+    }
+    // Another thread runs a task of this stream. The worker hands the rest
+    // over when it has finished it (see run()), so that they run here, with
+    // this thread's intra-op pool, as in CPU eager: wait for that (spinning
+    // briefly first), or for the ticket.
+    ++callers_waiting_;
+    lock.unlock();
+    const bool done = spin_until([&] {
+      return completed_.load() >= ticket || !executing_.load();
+    });
+    lock.lock();
+    if (!done) {
+      ++sync_waiters_;
+      done_cv_.wait(lock, [&] { return completed_ >= ticket || can_take(); });
+      --sync_waiters_;
+    }
+    --callers_waiting_;
+  }
+  // Tasks queued after `ticket` (by other threads) are the worker's again.
+  const bool wake = worker_sleeping_ && !queue_.empty() && !executing_;
+  if (wake) {
+    defer_wakes_ = false;  // not this caller's tasks: the worker's to run now
+  }
+  lock.unlock();
+  if (wake) {
+    work_cv_.notify_one();
+  }
 }
 
 void HostStream::wait_idle() {
@@ -98,6 +257,9 @@ void HostStream::wait_idle() {
 }
 
 std::string HostStream::take_error(uint64_t ticket) {
+  if (!has_error_.load()) {
+    return {};  // the common case, without the lock
+  }
   std::lock_guard<std::mutex> guard(mutex_);
   if (error_.empty() || error_ticket_ > ticket) {
     return {};
@@ -105,6 +267,7 @@ std::string HostStream::take_error(uint64_t ticket) {
   std::string message = std::move(error_);
   error_.clear();
   error_ticket_ = 0;
+  has_error_ = false;
   return message;
 }
 
@@ -124,60 +287,127 @@ bool HostStream::query() {
   const bool done = completed_.load() >= submitted_.load();
   if (done) {
     raise_error();
+  } else {
+    wake_deferred();  // a caller polling query() must see progress
   }
   return done;
+}
+
+void HostStream::wake_deferred() {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    wake = worker_sleeping_ && can_take();
+    if (wake) {
+      defer_wakes_ = false;  // someone polls: the work is wanted now
+    }
+  }
+  if (wake) {
+    work_cv_.notify_one();
+  }
+}
+
+void HostStream::run_front(std::unique_lock<std::mutex>& lock) {
+  Task task = std::move(queue_.front());
+  queue_.pop_front();
+  // Tasks complete in order, one at a time: the front one is the next ticket.
+  const uint64_t ticket = completed_.load() + 1;
+  executing_ = true;
+  if (space_waiters_ > 0 && queue_.size() <= kResumeDepth) {
+    space_cv_.notify_all();
+  }
+  // Never hold the queue lock while work runs: submitters must not wait on
+  // the device.
+  lock.unlock();
+  std::string failure = execute(task);
+  // Destroy the task (and what it captured) before reporting completion, so
+  // that synchronize() really means "nothing of it is left".
+  task = nullptr;
+  lock.lock();
+  executing_ = false;
+  ++completed_;
+  if (!failure.empty() && error_.empty()) {
+    error_ = "infini host runtime: asynchronous error on device " +
+        std::to_string(device_) + ": " + failure;
+    error_ticket_ = ticket;
+    has_error_ = true;
+  }
+  if (sync_waiters_ > 0) {
+    done_cv_.notify_all();
+  }
 }
 
 void HostStream::run() {
   on_worker_thread = true;
   std::unique_lock<std::mutex> lock(mutex_);
-  uint64_t taken = 0;  // tasks this worker has popped
+  // Stopping: once drained (a caller may still be running the last task of a
+  // stream destroyed under it, which is the caller's bug). While a caller
+  // waits for this stream, the worker leaves it the pending tasks (see
+  // wait_for()).
+  const auto ready = [&] {
+    return (can_take() && callers_waiting_ == 0) ||
+        (stopping_ && queue_.empty());
+  };
+  // The idle spin pays off only while work keeps arriving within it (a loop
+  // queuing small ops); when it runs out it only takes a core from other
+  // threads, on a busy machine from the submitter itself. So the worker
+  // spins only after an idle gap shorter than kSpin, not again after a spin
+  // that ran out (until a short gap shows work arriving quickly again), and
+  // not while callers wait for their tasks one at a time (defer_wakes_).
+  bool spin = true;
   for (;;) {
-    if (queue_.empty() && !stopping_) {
-      lock.unlock();
-      spin_until([&] { return submitted_.load() > taken; });
-      lock.lock();
-    }
-    if (queue_.empty() && !stopping_) {
+    if (!ready()) {
+      const auto idle_since = Clock::now();
+      if (spin && !defer_wakes_) {
+        lock.unlock();
+        spin = spin_until([&] {
+          return submitted_.load() > completed_.load() && !executing_.load();
+        });
+        lock.lock();
+      }
+      // Sleep. For a while after the stream's last activity the worker also
+      // checks by itself every kDeferredCheck, taking a lone task whose
+      // wake-up was deferred once it has waited a whole check (so it waits at
+      // most two); after kDeferredChecks checks in a row with nothing run on
+      // the stream, it sleeps until woken.
+      uint64_t queued_at_last_check = submitted_.load();
+      const auto wanted = [&] {
+        return ready() &&
+            (!defer_wakes_ || queue_.size() > 1 || stopping_ ||
+             completed_.load() < queued_at_last_check);
+      };
       worker_sleeping_ = true;
-      work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      worker_polling_ = true;
+      int empty_checks = 0;
+      while (!wanted()) {
+        if (empty_checks >= kDeferredChecks) {
+          worker_polling_ = false;  // from now on enqueue() always wakes it
+          defer_wakes_ = false;
+          work_cv_.wait(lock, ready);
+          break;
+        }
+        const uint64_t done = completed_.load();
+        if (!work_cv_.wait_for(lock, kDeferredCheck, wanted)) {
+          empty_checks = completed_.load() == done ? empty_checks + 1 : 0;
+          queued_at_last_check = submitted_.load();
+        }
+      }
       worker_sleeping_ = false;
+      worker_polling_ = false;
+      spin = Clock::now() - idle_since < kSpin;
+      if (can_take()) {
+        // Woken for work nobody waits for (a second task, or a lone one
+        // left for a whole check): work to overlap, wake-ups are due again.
+        defer_wakes_ = false;
+      }
     }
-    if (queue_.empty()) {
+    if (stopping_ && queue_.empty()) {
       return;  // stopping and drained
     }
-    Task task = std::move(queue_.front());
-    queue_.pop_front();
-    ++taken;
-    if (space_waiters_ > 0 && queue_.size() <= kResumeDepth) {
-      space_cv_.notify_all();
+    if (!ready()) {
+      continue;
     }
-    // Never hold the queue lock while work runs: submitters must not wait on
-    // the device.
-    lock.unlock();
-    std::string failure;
-    try {
-      task();
-    } catch (const c10::Error& e) {
-      failure = e.what_without_backtrace();
-    } catch (const std::exception& e) {
-      failure = e.what();
-    } catch (...) {
-      failure = "unknown error in a task on the infini host runtime";
-    }
-    // Destroy the task (and what it captured) before reporting completion, so
-    // that synchronize() really means "nothing of it is left".
-    task = nullptr;
-    lock.lock();
-    ++completed_;
-    if (!failure.empty() && error_.empty()) {
-      error_ = "infini host runtime: asynchronous error on device " +
-          std::to_string(device_) + ": " + failure;
-      error_ticket_ = taken;
-    }
-    if (sync_waiters_ > 0) {
-      done_cv_.notify_all();
-    }
+    run_front(lock);
   }
 }
 

@@ -4,6 +4,18 @@
 // work executed by its own worker thread, so work submitted by the caller
 // returns before it runs, exactly as on an accelerator. A HostEvent marks a
 // position in such a queue.
+//
+// Execution ownership: at most one thread runs a stream's tasks at a time,
+// always the front task, so tasks run one after another in submission order.
+// That thread is usually the worker; but a thread that must wait for tasks
+// nobody has started yet (a synchronize, an event wait, a .cpu()) runs them
+// itself instead of waking the worker and sleeping: a synchronous small op
+// then costs no thread hand-off, and on a loaded machine no wake-up of a
+// descheduled worker. A worker that finishes a task while a caller waits
+// leaves it the rest, which then run with the caller's intra-op threads, as
+// in CPU eager (see worker_intra_op_threads in host_stream.cpp). Either way the task sees the same thread-local state
+// (see TaskScope in host_stream.cpp), errors are sticky the same way, and
+// events take their timestamps when their position is reached.
 
 #include <atomic>
 #include <chrono>
@@ -43,8 +55,9 @@ class HostStream {
   uint64_t enqueue(Task task, bool may_block = true);
   // Whether the task with `ticket` has run (and everything before it).
   bool reached(uint64_t ticket);
-  // Blocks until the task with `ticket` has run. Does not report task errors:
-  // those belong to the synchronizing calls.
+  // Blocks until the task with `ticket` has run; runs pending tasks itself
+  // while the worker is not on them (see the top of this file). Does not
+  // report task errors: those belong to the synchronizing calls.
   void wait_for(uint64_t ticket);
   // Blocks until everything queued so far has run, without reporting errors.
   void wait_idle();
@@ -53,6 +66,7 @@ class HostStream {
   // asynchronous errors are on an accelerator).
   void synchronize();
   // True when nothing queued is still pending; then reports a pending error.
+  // Wakes a worker whose wake-up was deferred (see defer_wakes_).
   bool query();
   // Takes (clears and returns) the pending error if the task that raised it
   // is at or before `ticket`; empty when there is none.
@@ -65,6 +79,15 @@ class HostStream {
 
  private:
   void run();
+  // Pops the front task and runs it under this stream's execution ownership,
+  // then records its completion. Called with `lock` held and a task pending
+  // that nobody runs; returns with `lock` held.
+  void run_front(std::unique_lock<std::mutex>& lock);
+  // Whether the calling thread may start the front task now.
+  bool can_take() const { return !executing_ && !queue_.empty(); }
+  // Wakes the worker if pending tasks wait for it only because its wake-up
+  // was deferred.
+  void wake_deferred();
 
   const int device_;
   const int priority_;
@@ -77,14 +100,32 @@ class HostStream {
   // without it while spinning.
   std::atomic<uint64_t> submitted_{0};
   std::atomic<uint64_t> completed_{0};
+  // Some thread (the worker or a waiting caller) is running a task of this
+  // stream: the others must not start one.
+  std::atomic<bool> executing_{false};
   // Wake-ups are system calls: signal the worker only when it sleeps, and
   // waiters only when there are any, so a busy queue runs without them.
   bool worker_sleeping_ = false;
-  int sync_waiters_ = 0;
+  // Deferred wake-ups: set while callers wait for each task right after
+  // queuing it (a loop of small synchronous ops, of .item() calls) and so
+  // run them themselves, where waking the worker for each task would only
+  // cost a system call, a core and a hand-off. Then a lone pending task does not
+  // wake a polling worker: the next task queued behind it, a query, a
+  // waiting caller, or the worker's own periodic check does; and the worker
+  // does not spin. It ends when the worker finds work nobody waits for. See
+  // enqueue(), wait_for() and run().
+  std::atomic<bool> defer_wakes_{false};
+  bool worker_polling_ = false;  // sleeping, but checking by itself soon
+  std::atomic<Clock::rep> last_enqueue_{0};  // when the last task was queued
+  int sync_waiters_ = 0;  // callers asleep on done_cv_
+  // Callers waiting for a task another thread runs (spinning or asleep):
+  // the worker leaves them the pending tasks.
+  int callers_waiting_ = 0;
   int space_waiters_ = 0;
   bool stopping_ = false;
   std::string error_;
   uint64_t error_ticket_ = 0;  // the ticket of the task that raised error_
+  std::atomic<bool> has_error_{false};  // !error_.empty(), read without lock
   std::thread worker_;
 };
 
