@@ -146,7 +146,7 @@ def _register_inductor() -> None:
             return f"torch.infini.device({device_idx})"
 
     class InfiniWrapperCodegen(PythonWrapperCodegen):
-        """Python wrapper whose generated C++ kernels wait for the stream first."""
+        """Python wrapper whose generated C++ kernels run after the stream's work."""
 
         @staticmethod
         def create(is_subgraph: bool, subgraph_name: Any, parent_wrapper: Any,
@@ -157,11 +157,13 @@ def _register_inductor() -> None:
                 return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
             return InfiniWrapperCodegen()
 
+        def run_wrapper_ir_passes(self, is_inference: bool) -> None:
+            super().run_wrapper_ir_passes(is_inference)
+            self.lines = _order_host_kernels(self.lines)
+
         def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, *, device: Any = None,
                                          triton: bool = True, **kwargs: Any) -> Any:
-            # The kernel runs here, on the calling thread, over device memory:
-            # after the work queued before it.
-            self.writeline("torch.infini.current_stream().synchronize()")
+            # The C++ kernel is called on the calling thread, like the CPU's.
             return super()._generate_kernel_call_helper(kernel_name, call_args, device=torch.device("cpu"),
                                                         triton=False, **kwargs)
 
@@ -177,6 +179,7 @@ def _register_inductor() -> None:
             return device is not None and device.type in ("cpu", "infini")
 
         scheduler.BaseSchedulerNode.is_cpu = is_cpu  # type: ignore[method-assign]
+        _use_cpp_backend_for_infini()
         scheduling: Callable[..., Any] = CppScheduling
     else:
         from . import _C
@@ -192,6 +195,73 @@ def _register_inductor() -> None:
 
     register_backend_for_device("infini", scheduling, InfiniWrapperCodegen)
     register_device_op_overrides("infini", InfiniOpOverrides())
+
+
+_SYNC_LINE = "torch.infini.current_stream().synchronize()"
+
+
+def _order_host_kernels(lines: list[Any]) -> list[Any]:
+    """The wrapper's lines with a wait for the current stream before each
+    generated C++ kernel that could race queued work.
+
+    A C++ kernel runs on the calling thread over device memory, so it must
+    start after every operator queued before it: the graph's inputs may come
+    from queued work, extern kernels (``mm``, fallbacks) are queued, and a
+    buffer freed after a queued read can be handed out again at once (the
+    caching allocator orders reuse by stream). A kernel waits only if
+    something may have been queued since the last wait: consecutive C++
+    kernels, and those separated only by allocations, frees, reuses, size
+    asserts and comments, share one wait. Any other line counts as queued
+    work. Nothing is needed after the last kernel: it has finished when its
+    call returns, and extern kernels after it are in stream order."""
+    from torch._inductor.codegen import wrapper
+
+    host_only = (wrapper.MemoryPlanningLine, wrapper.FreeLine, wrapper.CommentLine,
+                 wrapper.AssertSizeStrideLine, wrapper.KernelDefinitionLine)
+    ordered: list[Any] = []
+    pending = True  # the graph's inputs may still be being written by queued work
+    for line in lines:
+        if isinstance(line, wrapper.KernelCallLine) and not line.triton:
+            if pending:
+                ordered.append(_SYNC_LINE)
+                pending = False
+        elif isinstance(line, host_only):
+            pass
+        elif isinstance(line, str) and (not line.strip() or line.lstrip().startswith(("#", "del "))):
+            pass
+        else:
+            pending = True
+        ordered.append(line)
+    return ordered
+
+
+def _use_cpp_backend_for_infini() -> None:
+    """Makes Inductor's codegen ask the C++ backend's questions for infini.
+
+    Inductor's ``get_current_backend`` answers ``config.cuda_backend``
+    ("triton") for any device type it does not know; the C++ code generator
+    reads that answer for masked loads (their dtype comes from Triton's value
+    otherwise, an ``AttributeError`` on a C++ string), low-precision upcasts
+    and dtype asserts. infini's kernels are the C++ code generator's, so the
+    answer for infini is "cpp"; other devices get Inductor's own answer. The
+    function is bound by name in the modules that import it, so each binding
+    is replaced."""
+    import torch._inductor.codegen.common as common
+    import torch._inductor.kernel.mm_common as mm_common
+    import torch._inductor.scheduler as scheduler
+    import torch._inductor.utils as inductor_utils
+    from torch._inductor.virtualized import V
+
+    builtin = inductor_utils.get_current_backend
+
+    def get_current_backend(device_type: str | None = None) -> str:
+        if not device_type:
+            device_type = V.graph.get_current_device_or_throw().type
+        return "cpp" if device_type == "infini" else builtin(device_type)
+
+    for module in (inductor_utils, common, scheduler, mm_common):
+        if getattr(module, "get_current_backend", None) is builtin:
+            module.get_current_backend = get_current_backend  # type: ignore[attr-defined]
 
 
 def _hook_inductor() -> None:
