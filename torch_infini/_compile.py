@@ -6,15 +6,17 @@ Inductor's own backends, first needed at the first compile), so
 ``import torch_infini`` does not pay for importing the compiler.
 
 Inductor generates C++ kernels (its CPU code generator) where the provider's
-device memory is addressable from the host: the built-in host runtime and
-InfiniRT's CPU backend. The generated wrapper keeps the current stream's
-order: extern kernels (``mm``, ``addmm``, fallbacks) are infini operators,
-queued like any other; before each generated C++ kernel, which runs on the
-calling thread, the wrapper waits for the current stream, so the kernel never
-races work queued earlier and its results are complete when it returns. On
+device memory is addressable from the host: the built-in host runtime (and
+InfiniRT's CPU backend, once its provider reports ``host_addressable``). The
+generated wrapper keeps the current stream's order: C++ kernels run on the
+calling thread over device memory, after a wait for the current stream
+whenever something may have been queued since the last wait (the graph's
+start, a queued extern kernel); on the host runtime the extern matmuls run on
+the calling thread too, so a typical graph waits once. Other extern kernels
+(convolutions, fallbacks) are infini operators, queued like any other. On
 providers whose memory the host cannot address there is no code generator:
 ``torch.compile`` with the default backend raises, naming
-``backend="aot_eager"``, which works everywhere.
+``backend="aot_eager"``, which works everywhere. See docs/compile.md.
 """
 
 from __future__ import annotations
