@@ -133,6 +133,7 @@ def _register_dynamo() -> None:
 
 
 def _register_inductor() -> None:
+    global _HOST_EXTERNS
     from torch._inductor.codegen.common import (
         DeviceOpOverrides,
         register_backend_for_device,
@@ -203,7 +204,6 @@ def _register_inductor() -> None:
         _use_cpp_backend_for_infini()
         _keep_convolution_layouts_on_infini()
         if _provider_name() == "host":
-            global _HOST_EXTERNS
             _HOST_EXTERNS = frozenset(_HOST_EXTERN_NAMES)
         scheduling: Callable[..., Any] = CppScheduling
     else:
