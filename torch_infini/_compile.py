@@ -6,15 +6,17 @@ Inductor's own backends, first needed at the first compile), so
 ``import torch_infini`` does not pay for importing the compiler.
 
 Inductor generates C++ kernels (its CPU code generator) where the provider's
-device memory is addressable from the host: the built-in host runtime and
-InfiniRT's CPU backend. The generated wrapper keeps the current stream's
-order: extern kernels (``mm``, ``addmm``, fallbacks) are infini operators,
-queued like any other; before each generated C++ kernel, which runs on the
-calling thread, the wrapper waits for the current stream, so the kernel never
-races work queued earlier and its results are complete when it returns. On
+device memory is addressable from the host: the built-in host runtime (and
+InfiniRT's CPU backend, once its provider reports ``host_addressable``). The
+generated wrapper keeps the current stream's order: C++ kernels run on the
+calling thread over device memory, after a wait for the current stream
+whenever something may have been queued since the last wait (the graph's
+start, a queued extern kernel); on the host runtime the extern matmuls run on
+the calling thread too, so a typical graph waits once. Other extern kernels
+(convolutions, fallbacks) are infini operators, queued like any other. On
 providers whose memory the host cannot address there is no code generator:
 ``torch.compile`` with the default backend raises, naming
-``backend="aot_eager"``, which works everywhere.
+``backend="aot_eager"``, which works everywhere. See docs/compile.md.
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ def host_addressable() -> bool:
     if "host_addressable" in caps:
         return bool(caps["host_addressable"])
     return info["provider"] == "host" or info["backend"] == "cpu"
+
+
+def _provider_name() -> str:
+    from . import _C
+
+    return str(_C._provider_info()["provider"])
 
 
 def _properties(device: torch.types.Device = None) -> Any:
@@ -125,6 +133,7 @@ def _register_dynamo() -> None:
 
 
 def _register_inductor() -> None:
+    global _HOST_EXTERNS
     from torch._inductor.codegen.common import (
         DeviceOpOverrides,
         register_backend_for_device,
@@ -146,7 +155,7 @@ def _register_inductor() -> None:
             return f"torch.infini.device({device_idx})"
 
     class InfiniWrapperCodegen(PythonWrapperCodegen):
-        """Python wrapper whose generated C++ kernels wait for the stream first."""
+        """Python wrapper whose generated C++ kernels run after the stream's work."""
 
         @staticmethod
         def create(is_subgraph: bool, subgraph_name: Any, parent_wrapper: Any,
@@ -157,11 +166,26 @@ def _register_inductor() -> None:
                 return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
             return InfiniWrapperCodegen()
 
+        def write_header(self) -> None:
+            super().write_header()
+            if _HOST_EXTERNS:
+                self.imports.writeline("from torch_infini._compile import _host_run")
+
+        def run_wrapper_ir_passes(self, is_inference: bool) -> None:
+            super().run_wrapper_ir_passes(is_inference)
+            self.lines = _order_host_kernels(self.lines)
+
+        def _generate_extern_kernel_out_helper(self, kernel: str, out: str, out_view: Any, args: list[str],
+                                               device: str, *rest: Any, **kwargs: Any) -> None:
+            if kernel in _HOST_EXTERNS:
+                # Run on the calling thread, after the stream's work (see _order_host_kernels).
+                args = [kernel, *args]
+                kernel = "_host_run"
+            super()._generate_extern_kernel_out_helper(kernel, out, out_view, args, device, *rest, **kwargs)
+
         def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, *, device: Any = None,
                                          triton: bool = True, **kwargs: Any) -> Any:
-            # The kernel runs here, on the calling thread, over device memory:
-            # after the work queued before it.
-            self.writeline("torch.infini.current_stream().synchronize()")
+            # The C++ kernel is called on the calling thread, like the CPU's.
             return super()._generate_kernel_call_helper(kernel_name, call_args, device=torch.device("cpu"),
                                                         triton=False, **kwargs)
 
@@ -177,6 +201,10 @@ def _register_inductor() -> None:
             return device is not None and device.type in ("cpu", "infini")
 
         scheduler.BaseSchedulerNode.is_cpu = is_cpu  # type: ignore[method-assign]
+        _use_cpp_backend_for_infini()
+        _keep_convolution_layouts_on_infini()
+        if _provider_name() == "host":
+            _HOST_EXTERNS = frozenset(_HOST_EXTERN_NAMES)
         scheduling: Callable[..., Any] = CppScheduling
     else:
         from . import _C
@@ -190,8 +218,157 @@ def _register_inductor() -> None:
                 f"use torch.compile(model, backend='aot_eager'), which runs the captured graph's "
                 f"operators on infini, or the built-in host runtime (TORCH_INFINI_PROVIDER=host)")
 
-    register_backend_for_device("infini", scheduling, InfiniWrapperCodegen)
+    from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
+
+    class CacheKey(CustomGraphModulePass):
+        """Changes nothing in the graph; its uuid puts this file (the code
+        generation above) and the provider in Inductor's cache key, so a
+        cached graph compiled by another version or for another provider is
+        not reused."""
+
+        def __call__(self, gm: torch.fx.GraphModule) -> None:
+            pass
+
+        def uuid(self) -> Any:
+            return (get_hash_for_files((__file__,)), _provider_name())
+
+    register_backend_for_device("infini", scheduling, InfiniWrapperCodegen, device_custom_pass=CacheKey())
     register_device_op_overrides("infini", InfiniOpOverrides())
+
+
+_SYNC_LINE = "torch.infini.current_stream().synchronize()"
+
+
+# Extern kernels with an out= argument that, on the host runtime, run on the
+# calling thread over device memory: the same ATen CPU kernel the stream's
+# worker would run, minus the hand-off to the worker and back (one wait per
+# hand-off costs more than a small matmul). Set in _register_inductor.
+_HOST_EXTERNS: frozenset[str] = frozenset()
+_HOST_EXTERN_NAMES = ("extern_kernels.mm", "extern_kernels.addmm", "extern_kernels.bmm",
+                      "extern_kernels.baddbmm")
+
+
+def _host_view(value: Any) -> Any:
+    """A CPU tensor over the same memory as an infini tensor (the host
+    runtime's device memory is host memory); other values unchanged."""
+    import ctypes
+
+    if not isinstance(value, torch.Tensor) or value.device.type != "infini":
+        return value
+    storage = value.untyped_storage()
+    nbytes = storage.nbytes()
+    if nbytes == 0:
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype)
+    raw = (ctypes.c_byte * nbytes).from_address(storage.data_ptr())
+    flat = torch.frombuffer(raw, dtype=torch.uint8).view(value.dtype)
+    return flat.as_strided(value.shape, value.stride(), value.storage_offset())
+
+
+def _host_run(kernel: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """Runs an out= extern kernel of a compiled graph on the calling thread
+    over host views of its infini tensors (the stream has drained: the
+    wrapper waited before it). Its result is in ``out``, on infini."""
+    kernel(*map(_host_view, args), **{k: _host_view(v) for k, v in kwargs.items()})
+
+
+def _runs_on_host(line: Any) -> bool:
+    from torch._inductor.codegen import wrapper
+
+    if isinstance(line, wrapper.KernelCallLine):
+        return not line.triton
+    return isinstance(line, wrapper.ExternKernelOutLine) and line.node.get_kernel_name() in _HOST_EXTERNS
+
+
+def _order_host_kernels(lines: list[Any]) -> list[Any]:
+    """The wrapper's lines with a wait for the current stream before each
+    generated C++ kernel that could race queued work.
+
+    A C++ kernel runs on the calling thread over device memory, so it must
+    start after every operator queued before it: the graph's inputs may come
+    from queued work, extern kernels (``mm``, fallbacks) are queued, and a
+    buffer freed after a queued read can be handed out again at once (the
+    caching allocator orders reuse by stream). A kernel waits only if
+    something may have been queued since the last wait: consecutive C++
+    kernels, and those separated only by allocations, frees, reuses, size
+    asserts and comments, share one wait. Any other line counts as queued
+    work. Nothing is needed after the last kernel: it has finished when its
+    call returns, and extern kernels after it are in stream order."""
+    from torch._inductor.codegen import wrapper
+    from torch._inductor.utils import LineContext
+
+    # Lines that queue nothing (LineContext only maps generated lines to their origin).
+    host_only = (wrapper.MemoryPlanningLine, wrapper.FreeLine, wrapper.CommentLine,
+                 wrapper.AssertSizeStrideLine, wrapper.KernelDefinitionLine, LineContext)
+    ordered: list[Any] = []
+    pending = True  # the graph's inputs may still be being written by queued work
+    for line in lines:
+        if _runs_on_host(line):
+            if pending:
+                ordered.append(_SYNC_LINE)
+                pending = False
+        elif isinstance(line, host_only):
+            pass
+        elif isinstance(line, str) and (not line.strip() or line.lstrip().startswith(("#", "del "))):
+            pass
+        else:
+            pending = True
+        ordered.append(line)
+    return ordered
+
+
+def _use_cpp_backend_for_infini() -> None:
+    """Makes Inductor's codegen ask the C++ backend's questions for infini.
+
+    Inductor's ``get_current_backend`` answers ``config.cuda_backend``
+    ("triton") for any device type it does not know; the C++ code generator
+    reads that answer for masked loads (their dtype comes from Triton's value
+    otherwise, an ``AttributeError`` on a C++ string), low-precision upcasts
+    and dtype asserts. infini's kernels are the C++ code generator's, so the
+    answer for infini is "cpp"; other devices get Inductor's own answer. The
+    function is bound by name in the modules that import it, so each binding
+    is replaced."""
+    import torch._inductor.codegen.common as common
+    import torch._inductor.kernel.mm_common as mm_common
+    import torch._inductor.scheduler as scheduler
+    import torch._inductor.utils as inductor_utils
+    from torch._inductor.virtualized import V
+
+    builtin = inductor_utils.get_current_backend
+
+    def get_current_backend(device_type: str | None = None) -> str:
+        if not device_type:
+            device_type = V.graph.get_current_device_or_throw().type
+        return "cpp" if device_type == "infini" else builtin(device_type)
+
+    for module in (inductor_utils, common, scheduler, mm_common):
+        if getattr(module, "get_current_backend", None) is builtin:
+            module.get_current_backend = get_current_backend  # type: ignore[attr-defined]
+
+
+def _keep_convolution_layouts_on_infini() -> None:
+    """Turns off Inductor's layout optimization for graphs with infini
+    convolutions.
+
+    For a device outside its CPU/XPU list Inductor applies its GPU heuristic
+    and may hand convolutions channels-last inputs. The fake-tensor rule then
+    predicts a contiguous output (PyTorch's convolution backend for a
+    PrivateUse1 device is "Overrideable", whose memory format is contiguous)
+    while infini's convolution, the CPU kernel, returns a channels-last one:
+    the compiled graph's stride assert fails. Without the optimization, the
+    graph keeps the layouts its inputs have."""
+    from torch._inductor.graph import GraphLowering
+
+    builtin = GraphLowering.decide_layout_opt
+
+    def decide_layout_opt(gm: torch.fx.GraphModule, *, is_inference: bool) -> bool:
+        for node in gm.graph.nodes:
+            if node.target is torch.ops.aten.convolution.default:
+                value = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+                if isinstance(value, torch.Tensor) and value.device.type == "infini":
+                    return False
+        return builtin(gm, is_inference=is_inference)
+
+    GraphLowering.decide_layout_opt = staticmethod(decide_layout_opt)  # type: ignore[method-assign]
 
 
 def _hook_inductor() -> None:
