@@ -1,5 +1,7 @@
 #include "runtime/host/host_stream.h"
 
+#include "runtime/host/host_graph.h"
+
 #include <c10/util/Exception.h>
 
 #include <stdexcept>
@@ -50,6 +52,10 @@ HostStream::~HostStream() {
 }
 
 uint64_t HostStream::enqueue(Task task, bool may_block) {
+  if (HostCapture* capture = capture_.load(std::memory_order_acquire)) {
+    capture->add_task(*this, std::move(task));  // recorded, not run
+    return 0;
+  }
   bool wake = false;
   uint64_t ticket = 0;
   {

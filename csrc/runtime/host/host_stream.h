@@ -21,6 +21,8 @@ namespace torch_infini::runtime::host {
 using Task = std::function<void()>;
 using Clock = std::chrono::steady_clock;
 
+class HostCapture;  // runtime/host/host_graph.h
+
 class HostStream {
  public:
   HostStream(int device, int priority);
@@ -60,6 +62,13 @@ class HostStream {
   // Rethrows take_error(ticket) if there is one.
   void raise_error(uint64_t ticket = UINT64_MAX);
 
+  // Graph capture (runtime/host/host_graph.h): while a capture is set,
+  // enqueue() hands tasks to it instead of queueing them.
+  HostCapture* capture() const {
+    return capture_.load(std::memory_order_acquire);
+  }
+  void set_capture(HostCapture* capture) { capture_.store(capture); }
+
   static constexpr size_t kMaxQueueDepth = 1024;
   static constexpr size_t kResumeDepth = kMaxQueueDepth * 3 / 4;
 
@@ -85,6 +94,7 @@ class HostStream {
   bool stopping_ = false;
   std::string error_;
   uint64_t error_ticket_ = 0;  // the ticket of the task that raised error_
+  std::atomic<HostCapture*> capture_{nullptr};
   std::thread worker_;
 };
 
