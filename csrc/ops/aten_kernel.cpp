@@ -32,6 +32,8 @@
 #include <unordered_map>
 
 #include "core/InfiniFunctions.h"
+#include "core/InfiniGraph.h"
+#include "core/InfiniStream.h"
 #include "ops/aten_direct.h"
 #include "ops/aten_kernel.h"
 #include "ops/aten_layouts.h"
@@ -357,8 +359,23 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
   auto& kernels = runtime::kernels();
 
   if (kernels.runs_cpu_kernels()) {
+    // Graph capture records queued work: nothing may run directly then.
+    const bool capturing = capture_underway() &&
+        is_stream_capturing(current_stream(device.index()));
     if (plan.sync_reason.empty() && !needs_direct_run(plan, args)) {
       if (const auto layouts = find_layouts(plan, args)) {
+        queue_call(plan, op, device, *layouts, stack);
+        return;
+      }
+      if (capturing) {
+        // The first call of its kind, captured: queued with the metadata of
+        // a meta run (as the Infini stack's calls are), never run directly.
+        std::shared_ptr<const Layouts> layouts;
+        try {
+          layouts = output_layouts(plan, op, args);
+        } catch (const std::exception&) {
+          raise_cpu_error(op, args, std::current_exception());
+        }
         queue_call(plan, op, device, *layouts, stack);
         return;
       }
@@ -367,6 +384,14 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
       auto learned = run_direct(plan, op, device, stack);
       remember_layouts(plan, key, std::move(learned));
       return;
+    }
+    if (capturing) {
+      check_capturable(plan.name.c_str(), device.index(),
+                       plan.sync_reason.empty()
+                           ? "a written argument overlaps another argument, "
+                             "or an index is a boolean mask, so it runs "
+                             "directly after the stream (synchronizing)"
+                           : plan.sync_reason);
     }
     run_direct(plan, op, device, stack);
     return;

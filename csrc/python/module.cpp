@@ -16,6 +16,7 @@
 #include "ops/fallback_policy.h"
 #include "ops/op_coverage.h"
 #include "python/distributed_bindings.h"
+#include "python/graph_bindings.h"
 #include "python/gil.h"
 #include "runtime/aten_ops.h"
 #include "runtime/kernels.h"
@@ -136,6 +137,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // After every static registration of the infini kernels, which it keeps.
   ops::register_generic_aten_kernels();
   bind_distributed(m);
+  bind_graphs(m);
 
   m.def("_infini_stack_compiled", &runtime::infini_stack_compiled);
   m.def("_is_in_bad_fork", &runtime::in_bad_fork);
