@@ -246,6 +246,23 @@ void check_overlaps(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
   }
 }
 
+// Whether an index tensor of the call is a mask (x[mask], x[mask] = v):
+// the result's shape, or what is written, depends on the data.
+bool indexes_by_mask(c10::ArrayRef<c10::IValue> args) {
+  for (const c10::IValue& value : args) {
+    if (value.isList() && !value.isTensorList()) {  // Tensor?[] indices
+      for (const c10::IValue& element : value.toListRef()) {
+        if (element.isTensor() && element.toTensor().defined() &&
+            (element.toTensor().scalar_type() == at::kBool ||
+             element.toTensor().scalar_type() == at::kByte)) {
+          return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
 // A new output laid out as `r` says, for `device`.
 c10::IValue allocate_result(const ResultLayout& r, c10::Device device,
                             std::vector<at::Tensor>& flat) {
@@ -362,20 +379,22 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
     // Graph capture records queued work: nothing may run directly then.
     const bool capturing = capture_underway() &&
         is_stream_capturing(current_stream(device.index()));
+    if (capturing && plan.sync_reason.empty() && !indexes_by_mask(args)) {
+      // Queued as the Infini stack's calls are: CPU's overlap errors checked
+      // here (outside a capture the direct run raises them), the metadata
+      // of a first call from a meta run.
+      check_overlaps(plan, args);
+      std::shared_ptr<const Layouts> layouts;
+      try {
+        layouts = output_layouts(plan, op, args);
+      } catch (const std::exception&) {
+        raise_cpu_error(op, args, std::current_exception());
+      }
+      queue_call(plan, op, device, *layouts, stack);
+      return;
+    }
     if (plan.sync_reason.empty() && !needs_direct_run(plan, args)) {
       if (const auto layouts = find_layouts(plan, args)) {
-        queue_call(plan, op, device, *layouts, stack);
-        return;
-      }
-      if (capturing) {
-        // The first call of its kind, captured: queued with the metadata of
-        // a meta run (as the Infini stack's calls are), never run directly.
-        std::shared_ptr<const Layouts> layouts;
-        try {
-          layouts = output_layouts(plan, op, args);
-        } catch (const std::exception&) {
-          raise_cpu_error(op, args, std::current_exception());
-        }
         queue_call(plan, op, device, *layouts, stack);
         return;
       }
@@ -388,9 +407,8 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
     if (capturing) {
       check_capturable(plan.name.c_str(), device.index(),
                        plan.sync_reason.empty()
-                           ? "a written argument overlaps another argument, "
-                             "or an index is a boolean mask, so it runs "
-                             "directly after the stream (synchronizing)"
+                           ? "it indexes by a boolean mask, so its result's "
+                             "shape depends on the data"
                            : plan.sync_reason);
     }
     run_direct(plan, op, device, stack);

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <exception>
 #include <utility>
 
 #include "runtime/host/host_provider.h"
@@ -202,15 +203,48 @@ std::unique_ptr<HostGraph> HostCapture::finish() {
   return std::make_unique<HostGraph>(std::move(nodes_));
 }
 
+HostGraph::HostGraph(std::vector<GraphNode> nodes)
+    : nodes_(std::move(nodes)), runs_(nodes_.size()) {
+  for (size_t i = 0; i < nodes_.size();) {
+    if (nodes_[i].kind != GraphNode::Kind::kTask) {
+      ++i;
+      continue;
+    }
+    auto run = std::make_shared<Run>();
+    const size_t first = i;
+    for (; i < nodes_.size() && nodes_[i].kind == GraphNode::Kind::kTask; ++i) {
+      run->push_back(nodes_[i].task);
+    }
+    runs_[first] = std::move(run);
+  }
+}
+
 void HostGraph::launch(HostStream& stream) const {
-  for (const GraphNode& node : nodes_) {
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const GraphNode& node = nodes_[i];
     switch (node.kind) {
       case GraphNode::Kind::kTask:
-        // A run consumes its task's stack: every replay runs a copy, made
-        // on the worker, so the caller only queues a shared handle.
-        stream.enqueue([task = node.task] {
-          Task run = *task;
-          run();
+        if (runs_[i] == nullptr) {
+          break;  // inside a run queued at its first node
+        }
+        stream.enqueue([run = runs_[i]] {
+          // Each kernel consumes its task's stack, so it runs a copy. A
+          // failing kernel does not stop the others, as separate tasks
+          // would not; the first error is the run's.
+          std::exception_ptr failure;
+          for (const auto& task : *run) {
+            try {
+              Task copy = *task;
+              copy();
+            } catch (...) {
+              if (!failure) {
+                failure = std::current_exception();
+              }
+            }
+          }
+          if (failure) {
+            std::rethrow_exception(failure);
+          }
         });
         break;
       case GraphNode::Kind::kRecord:

@@ -47,15 +47,22 @@ struct GraphNode {
 // A captured graph: what replay queues, in order.
 class HostGraph {
  public:
-  explicit HostGraph(std::vector<GraphNode> nodes) : nodes_(std::move(nodes)) {}
+  explicit HostGraph(std::vector<GraphNode> nodes);
   const std::vector<GraphNode>& nodes() const { return nodes_; }
-  // Queues every node on `stream`.
+  // Queues every node on `stream`: each run of consecutive kernels as one
+  // task (the worker runs them back to back, without a queue hand-off per
+  // kernel), each event record and wait as its own.
   void launch(HostStream& stream) const;
   // One line per node: its kind (debug_dump).
   std::string describe() const;
 
  private:
+  using Run = std::vector<std::shared_ptr<const Task>>;
+
   std::vector<GraphNode> nodes_;
+  // Per node: the run of kernels that starts there (null inside a run and
+  // for event nodes).
+  std::vector<std::shared_ptr<const Run>> runs_;
 };
 
 // A capture underway (see the top of this file).
