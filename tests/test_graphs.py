@@ -396,3 +396,40 @@ def test_keep_graph_and_debug_dump(tmp_path):
     text = path.read_text()
     assert "kernel or copy" in text and "event record" in text
     e.synchronize()  # re-recorded by the replay: a real record now
+
+
+@needs_graphs
+def test_thread_local_mode_lets_other_threads_synchronize():
+    import threading
+
+    other = torch.infini.Stream(priority=-1)
+    x = torch.zeros(4, device=DEV)
+    x.add_(0)
+    done = []
+    g = torch.infini.InfiniGraph()
+    with torch.infini.graph(g, capture_error_mode="thread_local"):
+        x.add_(1)
+        t = threading.Thread(target=lambda: (other.synchronize(), done.append(True)))
+        t.start()
+        t.join(timeout=60)
+    assert done == [True]
+    g.replay()
+    assert torch.equal(x.cpu(), torch.ones(4))
+
+
+@needs_graphs
+def test_replayed_kernel_errors_reach_the_next_synchronization():
+    x = torch.zeros(4, device=DEV)
+    idx = torch.tensor([0, 1], device=DEV)
+    x[idx]
+    g = torch.infini.InfiniGraph()
+    with torch.infini.graph(g):
+        y = x[idx]
+    idx.copy_(torch.tensor([0, 7]).to(DEV))  # out of range when the graph runs
+    g.replay()
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        torch.infini.synchronize()
+    idx.copy_(torch.tensor([3, 2]).to(DEV))
+    x.copy_(torch.arange(4.0).to(DEV))
+    g.replay()
+    assert torch.equal(y.cpu(), torch.tensor([3.0, 2.0]))
