@@ -433,3 +433,20 @@ def test_replayed_kernel_errors_reach_the_next_synchronization():
     x.copy_(torch.arange(4.0).to(DEV))
     g.replay()
     assert torch.equal(y.cpu(), torch.tensor([3.0, 2.0]))
+
+
+@needs_graphs
+def test_a_graph_deleted_mid_capture_ends_its_capture():
+    x = torch.zeros(4, device=DEV)
+    x.add_(0)
+    side = torch.infini.Stream(priority=-1)
+    with torch.infini.stream(side):
+        g = torch.infini.InfiniGraph()
+        g.capture_begin()
+        x.add_(1)  # recorded
+        assert torch.infini.is_current_stream_capturing()
+        del g
+        assert not torch.infini.is_current_stream_capturing()
+        x.add_(2)  # runs
+    torch.infini.synchronize()
+    assert torch.equal(x.cpu(), torch.full((4,), 2.0))

@@ -43,6 +43,22 @@ InfiniGraph::InfiniGraph(const at::GraphImplArgs& args)
 
 InfiniGraph::~InfiniGraph() {
   try {
+    if (capturing_) {
+      // Abandoned mid-capture: end the capture, or the stream would go on
+      // recording (never running) everything queued on it.
+      capturing_ = false;
+      --g_captures;
+      allocator::end_allocate_to_pool(device_, mempool_id_);
+      allocator::release_pool(device_, mempool_id_);
+      auto& rt = runtime::provider();
+      rt.graph_destroy(device_, rt.stream_end_capture(
+                                    device_, native_stream(stream_with_id(
+                                                 device_, capture_stream_))));
+    }
+  } catch (...) {
+    // An invalidated capture raises at its end: it is discarded either way.
+  }
+  try {
     reset();
   } catch (...) {
     // Never throw from a destructor (the interpreter may be exiting).
