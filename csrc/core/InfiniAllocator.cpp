@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -35,15 +36,33 @@ constexpr size_t kMinLargeAlloc = size_t{10} << 20;
 constexpr size_t kRoundLarge = size_t{2} << 20;
 
 struct Block;
+struct PrivatePool;
 
 struct BlockOrder {
   bool operator()(const Block* a, const Block* b) const;
 };
 
 struct BlockPool {
-  explicit BlockPool(bool small) : is_small(small) {}
+  explicit BlockPool(bool small, PrivatePool* owner_pool = nullptr)
+      : is_small(small), owner(owner_pool) {}
   std::set<Block*, BlockOrder> blocks;
   const bool is_small;
+  PrivatePool* const owner;  // the graph-private pool it belongs to, if any
+};
+
+// A graph-private pool (CUDA's graph memory pools): what captures allocate,
+// kept for their graphs' replays. Its blocks are reused only by allocations
+// into the same pool (later in the capture, or by a graph sharing it), and
+// its segments go back to the runtime only once no graph uses it.
+struct PrivatePool {
+  PrivatePool() : small(true, this), large(false, this) {}
+  BlockPool small;
+  BlockPool large;
+  int use_count = 1;  // graphs captured into it and not yet reset
+  int segments = 0;
+  // Streams whose queued work may use its memory: the capture streams and
+  // every stream a graph was replayed on.
+  c10::SmallVector<c10::StreamId, 2> streams;
 };
 
 struct Block {
@@ -134,7 +153,7 @@ class DeviceCache {
     std::unique_lock<std::mutex> lock(mutex_);
     process_events();
     const size_t size = caching_ ? round_size(requested) : requested;
-    BlockPool& pool = size <= kSmallSize ? small_ : large_;
+    BlockPool& pool = pool_for(stream, size);
     Block* block = caching_ ? take_free_block(pool, stream, size) : nullptr;
     if (block == nullptr) {
       const size_t bytes =
@@ -144,7 +163,9 @@ class DeviceCache {
         // Free what the cache holds and try once more, as CUDA's allocator
         // does. Another thread may have freed a fitting block meanwhile.
         ++stats_.num_alloc_retries;
-        release_cached(lock);
+        if (capturing_.empty()) {  // nothing may wait for a stream now
+          release_cached(lock);
+        }
         block = caching_ ? take_free_block(pool, stream, size) : nullptr;
         if (block == nullptr) {
           ptr = try_runtime_malloc(bytes);
@@ -188,17 +209,72 @@ class DeviceCache {
       block->stream_uses.push_back(stream_of(block->stream));
     }
     if (!block->stream_uses.empty()) {
-      for (const c10::Stream& s : block->stream_uses) {
-        runtime::EventHandle ev = take_event();
-        runtime::provider().event_record(device_, ev, native_stream(s));
-        pending_.emplace_back(ev, block);
-        ++block->pending_events;
+      if (!capturing_.empty()) {
+        // The events would be recorded into a capture: wait for its end.
+        deferred_.push_back(block);
+        return;
       }
-      block->stream_uses.clear();
+      record_free_events(block);
       process_events();
       return;
     }
     release_block(block);
+  }
+
+  // Allocations on streams `capturing` accepts (those capturing into the
+  // pool) come from private pool `id` until end_allocate_to_pool.
+  void begin_allocate_to_pool(c10::MempoolId_t id,
+                              std::function<bool(c10::StreamId)> capturing) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    TORCH_CHECK(caching_, "graph capture needs the caching allocator; unset "
+                "TORCH_INFINI_ALLOC_CONF=caching:0");
+    auto& pool = private_pools_[id];
+    if (pool == nullptr) {
+      pool = std::make_unique<PrivatePool>();
+    } else {
+      ++pool->use_count;  // a graph sharing another's pool
+    }
+    capturing_.emplace_back(id, std::move(capturing));
+  }
+
+  void end_allocate_to_pool(c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    for (auto it = capturing_.begin(); it != capturing_.end(); ++it) {
+      if (it->first == id) {
+        capturing_.erase(it);
+        break;
+      }
+    }
+    if (capturing_.empty()) {
+      for (Block* block : deferred_) {
+        record_free_events(block);
+      }
+      deferred_.clear();
+      process_events();
+    }
+  }
+
+  // A graph using pool `id` is gone: once none is, empty_cache returns the
+  // pool's free segments to the runtime.
+  void release_pool(c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto it = private_pools_.find(id);
+    if (it != private_pools_.end() && it->second->use_count > 0) {
+      --it->second->use_count;
+    }
+  }
+
+  // Work on `stream` may use pool `id`'s memory (a replay).
+  void note_pool_stream(c10::MempoolId_t id, c10::StreamId stream) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto it = private_pools_.find(id);
+    if (it == private_pools_.end()) {
+      return;
+    }
+    auto& streams = it->second->streams;
+    if (std::find(streams.begin(), streams.end(), stream) == streams.end()) {
+      streams.push_back(stream);
+    }
   }
 
   void record_stream(Block* block, c10::Stream stream) {
@@ -230,6 +306,9 @@ class DeviceCache {
   void empty_cache() {
     std::unique_lock<std::mutex> lock(mutex_);
     process_events();
+    if (!capturing_.empty()) {
+      return;  // waiting for a stream would wait for captured work
+    }
     release_cached(lock);
   }
 
@@ -274,6 +353,32 @@ class DeviceCache {
             &stats_.inactive_split, &stats_.allocated_bytes,
             &stats_.reserved_bytes, &stats_.active_bytes,
             &stats_.inactive_split_bytes, &stats_.requested_bytes};
+  }
+
+  // The pool an allocation of `size` on `stream` comes from: a private pool
+  // when the stream is capturing into one.
+  BlockPool& pool_for(c10::StreamId stream, size_t size) {
+    for (const auto& [id, capturing] : capturing_) {
+      if (capturing(stream)) {
+        PrivatePool& pool = *private_pools_.at(id);
+        if (std::find(pool.streams.begin(), pool.streams.end(), stream) ==
+            pool.streams.end()) {
+          pool.streams.push_back(stream);
+        }
+        return size <= kSmallSize ? pool.small : pool.large;
+      }
+    }
+    return size <= kSmallSize ? small_ : large_;
+  }
+
+  void record_free_events(Block* block) {
+    for (const c10::Stream& s : block->stream_uses) {
+      runtime::EventHandle ev = take_event();
+      runtime::provider().event_record(device_, ev, native_stream(s));
+      pending_.emplace_back(ev, block);
+      ++block->pending_events;
+    }
+    block->stream_uses.clear();
   }
 
   Block* take_free_block(BlockPool& pool, c10::StreamId stream, size_t size) {
@@ -327,6 +432,9 @@ class DeviceCache {
     block->pool = &pool;
     block->ptr = static_cast<char*>(ptr);
     segments_.emplace(block->ptr, bytes);
+    if (pool.owner != nullptr) {
+      ++pool.owner->segments;
+    }
     ++stats_.num_device_alloc;
     stat_update(stats_.segment, pool.is_small, 1);
     stat_update(stats_.reserved_bytes, pool.is_small,
@@ -417,6 +525,9 @@ class DeviceCache {
     std::unique_ptr<Block> owned(block);
     runtime::provider().free(device_, block->ptr);
     segments_.erase(block->ptr);
+    if (block->pool->owner != nullptr) {
+      --block->pool->owner->segments;
+    }
     ++stats_.num_device_free;
     stat_update(stats_.segment, block->pool->is_small, -1);
     stat_update(stats_.reserved_bytes, block->pool->is_small,
@@ -449,7 +560,14 @@ class DeviceCache {
       process_events();
     }
     std::vector<Block*> segments;
-    for (BlockPool* pool : {&small_, &large_}) {
+    c10::SmallVector<BlockPool*, 8> pools{&small_, &large_};
+    for (auto& [id, pool] : private_pools_) {
+      if (pool->use_count == 0) {  // no graph replays it any more
+        pools.push_back(&pool->small);
+        pools.push_back(&pool->large);
+      }
+    }
+    for (BlockPool* pool : pools) {
       for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
         Block* block = *it;
         if (block->prev == nullptr && block->next == nullptr) {
@@ -464,15 +582,23 @@ class DeviceCache {
       return;
     }
     c10::SmallVector<std::pair<c10::StreamId, runtime::EventHandle>, 8> marks;
-    for (const Block* block : segments) {
+    const auto mark = [&](c10::StreamId stream) {
       const bool seen = std::any_of(
           marks.begin(), marks.end(),
-          [&](const auto& mark) { return mark.first == block->stream; });
+          [&](const auto& m) { return m.first == stream; });
       if (!seen) {
         runtime::EventHandle event = take_event();
-        runtime::provider().event_record(
-            device_, event, native_stream(stream_of(block->stream)));
-        marks.emplace_back(block->stream, event);
+        runtime::provider().event_record(device_, event,
+                                         native_stream(stream_of(stream)));
+        marks.emplace_back(stream, event);
+      }
+    };
+    for (const Block* block : segments) {
+      mark(block->stream);
+      if (block->pool->owner != nullptr) {
+        for (c10::StreamId stream : block->pool->owner->streams) {
+          mark(stream);  // replays may run on other streams
+        }
       }
     }
     lock.unlock();
@@ -483,8 +609,15 @@ class DeviceCache {
     for (Block* block : segments) {
       free_segment(block);
     }
-    for (const auto& mark : marks) {
-      events_.push_back(mark.second);
+    for (const auto& m : marks) {
+      events_.push_back(m.second);
+    }
+    for (auto it = private_pools_.begin(); it != private_pools_.end();) {
+      if (it->second->use_count == 0 && it->second->segments == 0) {
+        it = private_pools_.erase(it);
+      } else {
+        ++it;
+      }
     }
   }
 
@@ -493,6 +626,11 @@ class DeviceCache {
   }
 
   void process_events() {
+    if (!capturing_.empty()) {
+      // Querying events is unsafe during a capture (CUDA's global mode
+      // refuses it); frees complete once the captures end.
+      return;
+    }
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (!runtime::provider().event_query(device_, it->first)) {
         ++it;
@@ -539,6 +677,11 @@ class DeviceCache {
   std::map<char*, size_t> segments_;  // base -> bytes
   std::deque<std::pair<runtime::EventHandle, Block*>> pending_;
   std::vector<runtime::EventHandle> events_;
+  std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> private_pools_;
+  // The pools captures allocate into, each with its test of a stream.
+  std::vector<std::pair<c10::MempoolId_t, std::function<bool(c10::StreamId)>>>
+      capturing_;
+  std::vector<Block*> deferred_;  // frees whose events wait for no capture
   DeviceStats stats_;
   size_t limit_ = std::numeric_limits<size_t>::max();
 };
@@ -670,6 +813,24 @@ void empty_cache() {
   for (auto& c : caches()) {
     c->empty_cache();
   }
+}
+
+void begin_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool,
+                            std::function<bool(c10::StreamId)> capturing) {
+  cache(device).begin_allocate_to_pool(pool, std::move(capturing));
+}
+
+void end_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool) {
+  cache(device).end_allocate_to_pool(pool);
+}
+
+void release_pool(c10::DeviceIndex device, c10::MempoolId_t pool) {
+  cache(device).release_pool(pool);
+}
+
+void note_pool_stream(c10::DeviceIndex device, c10::MempoolId_t pool,
+                      c10::StreamId stream) {
+  cache(device).note_pool_stream(pool, stream);
 }
 
 void set_memory_fraction(double fraction, c10::DeviceIndex device) {

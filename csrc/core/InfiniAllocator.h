@@ -22,6 +22,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Stream.h>
 
+#include <functional>
 #include <string>
 
 namespace torch_infini::allocator {
@@ -42,5 +43,19 @@ void empty_cache();
 // Caps what the allocator reserves on `device` to fraction * total memory.
 void set_memory_fraction(double fraction, c10::DeviceIndex device);
 bool caching_enabled();
+
+// Graph-private pools (core/InfiniGraph.h), as CUDA's caching allocator has:
+// between begin and end, allocations on `device` from streams `capturing`
+// accepts come from pool `pool`, which keeps its blocks for the graphs that
+// captured into it (shared by graphs passing the same id) until every one
+// has released it; empty_cache then returns its free segments.
+void begin_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool,
+                            std::function<bool(c10::StreamId)> capturing);
+void end_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool);
+void release_pool(c10::DeviceIndex device, c10::MempoolId_t pool);
+// Work queued on `stream` may use the pool's memory (a replay there): its
+// segments are returned only after that work.
+void note_pool_stream(c10::DeviceIndex device, c10::MempoolId_t pool,
+                      c10::StreamId stream);
 
 }  // namespace torch_infini::allocator

@@ -32,6 +32,8 @@
 #include <unordered_map>
 
 #include "core/InfiniFunctions.h"
+#include "core/InfiniGraph.h"
+#include "core/InfiniStream.h"
 #include "ops/aten_direct.h"
 #include "ops/aten_kernel.h"
 #include "ops/aten_layouts.h"
@@ -244,6 +246,23 @@ void check_overlaps(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
   }
 }
 
+// Whether an index tensor of the call is a mask (x[mask], x[mask] = v):
+// the result's shape, or what is written, depends on the data.
+bool indexes_by_mask(c10::ArrayRef<c10::IValue> args) {
+  for (const c10::IValue& value : args) {
+    if (value.isList() && !value.isTensorList()) {  // Tensor?[] indices
+      for (const c10::IValue& element : value.toListRef()) {
+        if (element.isTensor() && element.toTensor().defined() &&
+            (element.toTensor().scalar_type() == at::kBool ||
+             element.toTensor().scalar_type() == at::kByte)) {
+          return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
 // A new output laid out as `r` says, for `device`.
 c10::IValue allocate_result(const ResultLayout& r, c10::Device device,
                             std::vector<at::Tensor>& flat) {
@@ -357,6 +376,23 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
   auto& kernels = runtime::kernels();
 
   if (kernels.runs_cpu_kernels()) {
+    // Graph capture records queued work: nothing may run directly then.
+    const bool capturing = capture_underway() &&
+        is_stream_capturing(current_stream(device.index()));
+    if (capturing && plan.sync_reason.empty() && !indexes_by_mask(args)) {
+      // Queued as the Infini stack's calls are: CPU's overlap errors checked
+      // here (outside a capture the direct run raises them), the metadata
+      // of a first call from a meta run.
+      check_overlaps(plan, args);
+      std::shared_ptr<const Layouts> layouts;
+      try {
+        layouts = output_layouts(plan, op, args);
+      } catch (const std::exception&) {
+        raise_cpu_error(op, args, std::current_exception());
+      }
+      queue_call(plan, op, device, *layouts, stack);
+      return;
+    }
     if (plan.sync_reason.empty() && !needs_direct_run(plan, args)) {
       if (const auto layouts = find_layouts(plan, args)) {
         queue_call(plan, op, device, *layouts, stack);
@@ -367,6 +403,13 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
       auto learned = run_direct(plan, op, device, stack);
       remember_layouts(plan, key, std::move(learned));
       return;
+    }
+    if (capturing) {
+      check_capturable(plan.name.c_str(), device.index(),
+                       plan.sync_reason.empty()
+                           ? "it indexes by a boolean mask, so its result's "
+                             "shape depends on the data"
+                           : plan.sync_reason);
     }
     run_direct(plan, op, device, stack);
     return;

@@ -8,6 +8,7 @@
 #include <c10/util/strides.h>
 
 #include "core/InfiniFunctions.h"
+#include "core/InfiniGraph.h"
 #include "core/InfiniHooks.h"
 #include "runtime/runtime.h"
 
@@ -40,6 +41,11 @@ at::Tensor staging_empty(at::IntArrayRef sizes, at::IntArrayRef strides,
 InfiniGeneratorImpl* generator_for(const char* op,
                                    const std::optional<at::Generator>& gen,
                                    c10::DeviceIndex device) {
+  check_capturable(op, device,
+                   "random numbers are drawn on the host at the call, so "
+                   "every replay would repeat them (a CUDA graph advances "
+                   "its generator at each replay); draw them outside the "
+                   "capture into a static tensor that the graph reads");
   if (gen.has_value() && gen->defined()) {
     TORCH_CHECK(gen->device().type() == kInfini, op,
                 ": the tensor is on infini but the generator is on ",

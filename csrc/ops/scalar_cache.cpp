@@ -9,6 +9,9 @@
 #include <mutex>
 #include <tuple>
 
+#include "core/InfiniGraph.h"
+#include "core/InfiniStream.h"
+
 namespace torch_infini::ops {
 namespace {
 
@@ -43,6 +46,14 @@ at::Tensor device_scalar(const at::Scalar& value, at::ScalarType dtype,
   // The copy (a device call) happens outside the lock.
   at::Tensor on_device =
       at::empty({}, at::TensorOptions().dtype(dtype).device(device));
+  if (capture_underway() &&
+      is_stream_capturing(current_stream(device.index()))) {
+    // A copy from pageable memory cannot be captured: a fill kernel, which
+    // the graph records (and each replay runs), sets the value instead. Not
+    // cached: its value exists only once a replay has run.
+    on_device.fill_(value);
+    return on_device;
+  }
   on_device.copy_(cpu_value);
   std::lock_guard<std::mutex> guard(mutex);
   if (cache.size() < kMaxCachedScalars) {

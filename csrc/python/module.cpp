@@ -17,6 +17,7 @@
 #include "ops/op_coverage.h"
 #include "profiler/device_trace.h"
 #include "python/distributed_bindings.h"
+#include "python/graph_bindings.h"
 #include "python/gil.h"
 #include "runtime/aten_ops.h"
 #include "runtime/kernels.h"
@@ -137,6 +138,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // After every static registration of the infini kernels, which it keeps.
   ops::register_generic_aten_kernels();
   bind_distributed(m);
+  bind_graphs(m);
 
   m.def("_infini_stack_compiled", &runtime::infini_stack_compiled);
   m.def("_is_in_bad_fork", &runtime::in_bad_fork);

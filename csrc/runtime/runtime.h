@@ -13,10 +13,18 @@ namespace torch_infini::runtime {
 
 using StreamHandle = void*;
 using EventHandle = void*;
+using GraphHandle = void*;
 
 class OpKernels;
 
 enum class MemcpyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
+
+// cudaStreamCaptureMode: which calls made while a capture is underway raise.
+// Calls that would wait for captured work (synchronizing or querying the
+// capturing stream, an event recorded in the capture, the whole device)
+// always do; kGlobal also refuses stream and event synchronization from any
+// thread, kThreadLocal only from the capturing thread, kRelaxed never.
+enum class CaptureMode { kGlobal, kThreadLocal, kRelaxed };
 
 // What the selected provider and backend can do. Probed once, never guessed.
 struct Capabilities {
@@ -93,6 +101,28 @@ class Provider {
   virtual void memcpy_async(int device, void* dst, const void* src,
                             size_t bytes, MemcpyKind kind,
                             StreamHandle stream) = 0;
+
+  // Graphs (capabilities().graphs), shaped like CUDA's stream capture:
+  // between begin and end, the work queued on `stream` (and on streams that
+  // join the capture by waiting on an event recorded in it) is recorded
+  // instead of run. The defaults refuse, naming the provider and backend.
+  virtual void stream_begin_capture(int device, StreamHandle stream,
+                                    CaptureMode mode);
+  // Ends the capture begun on `stream` and returns the graph, ready to
+  // launch. Raises (and ends the capture) if it was invalidated.
+  virtual GraphHandle stream_end_capture(int device, StreamHandle stream);
+  // The id of the capture `stream` records into (it began or joined it),
+  // 0 when it is not capturing (cudaStreamGetCaptureInfo's id).
+  virtual uint64_t stream_capture_id(int device, StreamHandle stream);
+  // Queues the graph's work on `stream`, in capture order.
+  virtual void graph_launch(int device, GraphHandle graph,
+                            StreamHandle stream);
+  // Frees the graph; work already launched still runs.
+  virtual void graph_destroy(int device, GraphHandle graph);
+  // What the graph holds, one node a line (debug_dump); empty if unknown.
+  virtual std::string graph_describe(int /*device*/, GraphHandle /*graph*/) {
+    return {};
+  }
 
   // The kernels this provider runs (see runtime/kernels.h).
   virtual OpKernels& kernels() = 0;

@@ -24,7 +24,13 @@ from ._device import (
     set_device,
     synchronize,
 )
-from .graphs import is_current_stream_capturing
+from .graphs import (
+    InfiniGraph,
+    graph,
+    graph_pool_handle,
+    is_current_stream_capturing,
+    make_graphed_callables,
+)
 from .amp import get_amp_supported_dtype
 from .memory import (
     empty_cache,
@@ -70,6 +76,7 @@ OutOfMemoryError = torch.OutOfMemoryError
 
 __all__ = [
     "Event",
+    "InfiniGraph",
     "OutOfMemoryError",
     "Stream",
     "StreamContext",
@@ -93,7 +100,10 @@ __all__ = [
     "initial_seed",
     "is_available",
     "is_bf16_supported",
+    "graph",
+    "graph_pool_handle",
     "is_current_stream_capturing",
+    "make_graphed_callables",
     "is_initialized",
     "manual_seed",
     "manual_seed_all",

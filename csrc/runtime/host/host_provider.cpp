@@ -12,6 +12,7 @@
 
 #include "profiler/device_trace.h"
 #include "runtime/env.h"
+#include "runtime/host/host_graph.h"
 #include "runtime/kernels.h"
 
 namespace torch_infini::runtime::host {
@@ -63,7 +64,7 @@ HostProvider::HostProvider() {
   caps_.timed_events = true;
   caps_.async_execution = true;
   caps_.blocking_events = true;
-  caps_.graphs = false;
+  caps_.graphs = true;  // runtime/host/host_graph.h
   caps_.host_addressable = true;
   kernels_ = make_host_kernels(*this);
 }
@@ -155,19 +156,26 @@ StreamHandle HostProvider::stream_create(int device, int priority) {
 }
 
 void HostProvider::stream_synchronize(int device, StreamHandle handle) {
+  check_stream_sync(stream(device, handle), "Stream.synchronize");
   checked([&] { stream(device, handle).synchronize(); });
 }
 
 bool HostProvider::stream_query(int device, StreamHandle handle) {
+  check_stream_sync(stream(device, handle), "Stream.query");
   return checked([&] { return stream(device, handle).query(); });
 }
 
 void HostProvider::stream_wait_event(int device, StreamHandle handle,
                                      EventHandle ev) {
+  if (captures_underway() &&
+      capture_event_wait(stream(device, handle), shared_event(ev))) {
+    return;
+  }
   event(ev).block(stream(device, handle));
 }
 
 void HostProvider::device_synchronize(int device) {
+  check_device_sync(device, "synchronize");
   Device& d = dev(device);
   // On the stack: a synchronize per small op must not allocate.
   c10::SmallVector<HostStream*, 16> streams{&stream(device, nullptr)};
@@ -203,6 +211,13 @@ HostEvent& HostProvider::event(EventHandle handle) {
   return *static_cast<HostEvent*>(handle);
 }
 
+std::shared_ptr<HostEvent> HostProvider::shared_event(EventHandle handle) {
+  std::lock_guard<std::mutex> guard(events_mutex_);
+  auto it = events_.find(handle);
+  TORCH_CHECK(it != events_.end(), "infini host runtime: unknown event");
+  return it->second;
+}
+
 EventHandle HostProvider::event_create(int device, bool timing,
                                        bool /*blocking*/) {
   dev(device);
@@ -227,14 +242,20 @@ void HostProvider::event_destroy(int /*device*/, EventHandle handle) {
 
 void HostProvider::event_record(int device, EventHandle ev,
                                 StreamHandle handle) {
+  if (captures_underway() &&
+      capture_event_record(shared_event(ev), stream(device, handle))) {
+    return;
+  }
   event(ev).record(stream(device, handle));
 }
 
 bool HostProvider::event_query(int /*device*/, EventHandle ev) {
+  check_event_sync(event(ev), "Event.query", /*blocking=*/false);
   return event(ev).query();
 }
 
 void HostProvider::event_synchronize(int /*device*/, EventHandle ev) {
+  check_event_sync(event(ev), "Event.synchronize", /*blocking=*/true);
   checked([&] { event(ev).synchronize(); });
 }
 

@@ -57,6 +57,16 @@ class HostProvider final : public Provider {
   void memcpy_async(int device, void* dst, const void* src, size_t bytes,
                     MemcpyKind kind, StreamHandle stream) override;
 
+  // Graph capture: defined in host_graph.cpp.
+  void stream_begin_capture(int device, StreamHandle stream,
+                            CaptureMode mode) override;
+  GraphHandle stream_end_capture(int device, StreamHandle stream) override;
+  uint64_t stream_capture_id(int device, StreamHandle stream) override;
+  void graph_launch(int device, GraphHandle graph,
+                    StreamHandle stream) override;
+  void graph_destroy(int device, GraphHandle graph) override;
+  std::string graph_describe(int device, GraphHandle graph) override;
+
   OpKernels& kernels() override;
   bool enqueue_delay(int device, StreamHandle stream, double ms) override;
 
@@ -75,6 +85,8 @@ class HostProvider final : public Provider {
 
   Device& dev(int device);
   HostEvent& event(EventHandle handle);
+  // The event behind a handle, shared: graph nodes keep what they record.
+  std::shared_ptr<HostEvent> shared_event(EventHandle handle);
 
   std::string backend_ = "host";
   Capabilities caps_;

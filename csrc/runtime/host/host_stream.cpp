@@ -4,6 +4,7 @@
 #include <c10/core/DispatchKeySet.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <ATen/Parallel.h>
+
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <utility>
 
 #include "profiler/device_trace.h"
+#include "runtime/host/host_graph.h"
 #include "runtime/env.h"
 
 // OpenMP, weakly: PyTorch's libgomp provides them; with another runtime (or
@@ -156,6 +158,13 @@ HostStream::~HostStream() {
 }
 
 uint64_t HostStream::enqueue(Task task, bool may_block) {
+  // Graph capture first: a captured task is recorded, not run, and not
+  // traced (a traced task would hold the profiler's in-flight count
+  // until the graph is destroyed).
+  if (HostCapture* capture = capture_.load(std::memory_order_acquire)) {
+    capture->add_task(*this, std::move(task));  // recorded, not run
+    return 0;
+  }
   // Profiler hook: while a profiler traces device work, a labelled task (a
   // kernel or a copy; see profiler/device_trace.h) times itself on the
   // worker. Without a profiler this is one relaxed atomic load.

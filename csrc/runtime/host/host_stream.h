@@ -33,6 +33,8 @@ namespace torch_infini::runtime::host {
 using Task = std::function<void()>;
 using Clock = std::chrono::steady_clock;
 
+class HostCapture;  // runtime/host/host_graph.h
+
 class HostStream {
  public:
   HostStream(int device, int priority);
@@ -73,6 +75,13 @@ class HostStream {
   std::string take_error(uint64_t ticket = UINT64_MAX);
   // Rethrows take_error(ticket) if there is one.
   void raise_error(uint64_t ticket = UINT64_MAX);
+
+  // Graph capture (runtime/host/host_graph.h): while a capture is set,
+  // enqueue() hands tasks to it instead of queueing them.
+  HostCapture* capture() const {
+    return capture_.load(std::memory_order_acquire);
+  }
+  void set_capture(HostCapture* capture) { capture_.store(capture); }
 
   static constexpr size_t kMaxQueueDepth = 1024;
   static constexpr size_t kResumeDepth = kMaxQueueDepth * 3 / 4;
@@ -126,6 +135,7 @@ class HostStream {
   std::string error_;
   uint64_t error_ticket_ = 0;  // the ticket of the task that raised error_
   std::atomic<bool> has_error_{false};  // !error_.empty(), read without lock
+  std::atomic<HostCapture*> capture_{nullptr};
   std::thread worker_;
 };
 

@@ -174,7 +174,9 @@ void InfiniProvider::probe_capabilities() {
   caps_.async_execution = type_ != Type::kCpu;
   // InfiniRT exposes no portable blocking-sync event flag.
   caps_.blocking_events = false;
-  caps_.graphs = false;
+  // InfiniRT's stream capture, where this build and backend have it
+  // (infini_graph.cpp).
+  caps_.graphs = graphs_available(type_);
   if (have_dev) {
     rt::Free(dev);
   }

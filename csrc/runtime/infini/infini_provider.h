@@ -52,6 +52,15 @@ class InfiniProvider final : public Provider {
   void memcpy_async(int device, void* dst, const void* src, size_t bytes,
                     MemcpyKind kind, StreamHandle stream) override;
 
+  // InfiniRT's stream capture (infini_graph.cpp).
+  void stream_begin_capture(int device, StreamHandle stream,
+                            CaptureMode mode) override;
+  GraphHandle stream_end_capture(int device, StreamHandle stream) override;
+  uint64_t stream_capture_id(int device, StreamHandle stream) override;
+  void graph_launch(int device, GraphHandle graph,
+                    StreamHandle stream) override;
+  void graph_destroy(int device, GraphHandle graph) override;
+
   OpKernels& kernels() override;
   bool enqueue_delay(int, StreamHandle, double) override { return false; }
 
@@ -74,5 +83,10 @@ class InfiniProvider final : public Provider {
 };
 
 std::unique_ptr<OpKernels> make_infini_kernels(InfiniProvider& provider);
+
+// Whether InfiniRT's graph API (StreamBeginCapture, StreamEndCapture,
+// GraphInstantiate, GraphLaunch) is in this build and implemented by
+// `backend` (infini_graph.cpp).
+bool graphs_available(::infini::rt::Device::Type backend);
 
 }  // namespace torch_infini::runtime::infini

@@ -1,0 +1,72 @@
+#pragma once
+
+// Graphs of the infini device, in the shape of at::cuda::CUDAGraph: capture
+// the work queued on the current stream into a graph, replay it, with the
+// memory it allocates kept in a graph-private pool of the caching allocator
+// (core/InfiniAllocator.h). Registered as PrivateUse1's
+// at::GraphImplInterface, so torch.accelerator.Graph uses it too. What
+// capture records and refuses is the provider's (runtime/runtime.h).
+
+#include <ATen/core/GraphImplInterface.h>
+#include <c10/core/Stream.h>
+#include <c10/util/SmallVector.h>
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/runtime.h"
+
+namespace torch_infini {
+
+class InfiniGraph final : public at::GraphImplInterface {
+ public:
+  explicit InfiniGraph(const at::GraphImplArgs& args = {});
+  ~InfiniGraph() override;
+  InfiniGraph(const InfiniGraph&) = delete;
+  InfiniGraph& operator=(const InfiniGraph&) = delete;
+
+  // `pool` {0, 0}: a pool of the graph's own; otherwise one shared with
+  // the graphs given the same id (graph_pool_handle(), another's pool()).
+  void capture_begin(c10::MempoolId_t pool = {0, 0},
+                     at::GraphCaptureMode mode =
+                         at::GraphCaptureMode::Default) override;
+  void capture_end() override;
+  void instantiate() override;
+  void replay() override;
+  void reset() override;
+  c10::MempoolId_t pool() const override;
+  void enable_debug_mode() override;
+  void debug_dump(const std::string& path) override;
+
+ private:
+  const bool keep_graph_;
+  bool capturing_ = false;
+  bool has_graph_ = false;
+  bool instantiated_ = false;
+  bool debug_ = false;
+  c10::DeviceIndex device_ = -1;
+  c10::StreamId capture_stream_ = 0;
+  c10::MempoolId_t mempool_id_{0, 0};
+  runtime::GraphHandle graph_ = nullptr;
+  // Streams replays ran on (the pool keeps its memory until they are done).
+  c10::SmallVector<c10::StreamId, 2> replay_streams_;
+};
+
+// A new pool id for graphs to share (torch.cuda.graph_pool_handle()).
+c10::MempoolId_t graph_pool_handle();
+
+// Whether `stream` is being captured into a graph.
+bool is_stream_capturing(const c10::Stream& stream);
+
+// Whether any infini graph capture is underway in the process: a relaxed
+// read, so the hot path pays nothing when none is.
+bool capture_underway() noexcept;
+
+// Raises CUDA's capture error for `op`, which cannot be captured on the
+// current stream of `device` (it must wait for the stream, or its result
+// depends on the data), if that stream is capturing. `why` says what the
+// operator needs.
+void check_capturable(const char* op, c10::DeviceIndex device,
+                      const std::string& why);
+
+}  // namespace torch_infini
