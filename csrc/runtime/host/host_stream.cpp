@@ -4,6 +4,7 @@
 #include <c10/core/DispatchKeySet.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 
 #include <c10/util/Exception.h>
 
@@ -64,8 +65,11 @@ thread_local int caller_task_scopes = 0;
 // The thread-local state a task runs in on a waiting caller: a fresh
 // thread's, which is what the worker has. The caller may be under no_grad,
 // inference_mode, autocast, a TorchDispatchMode or a functorch transform
-// (thread-local dispatch keys and autograd flags); a task's CPU kernel must
-// see none of them (a Python mode would even be entered without the GIL).
+// (thread-local dispatch keys and autograd flags), or under a profiler (its
+// thread-local RecordFunction callbacks); a task's CPU kernel must see none
+// of them (a Python mode would even be entered without the GIL, and the
+// profiler would record the caller's op a second time, inside its kernel).
+// Global RecordFunction callbacks still apply, as they do on the worker.
 // OpenMP's per-thread settings stay the caller's: its kernels then use the
 // caller's intra-op threads, as CPU eager would (see worker_intra_op_threads).
 class TaskScope {
@@ -75,7 +79,9 @@ class TaskScope {
         state_(c10::AutogradState::get_tls_state()),
         grad_mode_(state_.get_grad_mode()),
         inference_mode_(state_.get_inference_mode()),
-        fw_grad_mode_(state_.get_fw_grad_mode()) {
+        fw_grad_mode_(state_.get_fw_grad_mode()),
+        record_functions_(at::get_record_function_tls_()) {
+    at::set_record_function_tls_(at::RecordFunctionTLS());
     state_.set_grad_mode(true);
     state_.set_inference_mode(false);
     state_.set_fw_grad_mode(true);
@@ -83,6 +89,7 @@ class TaskScope {
   }
   ~TaskScope() {
     --caller_task_scopes;
+    at::set_record_function_tls_(record_functions_);
     state_.set_grad_mode(grad_mode_);
     state_.set_inference_mode(inference_mode_);
     state_.set_fw_grad_mode(fw_grad_mode_);
@@ -96,6 +103,7 @@ class TaskScope {
   const bool grad_mode_;
   const bool inference_mode_;
   const bool fw_grad_mode_;
+  const at::RecordFunctionTLS record_functions_;  // the caller's, restored
 };
 
 // Intra-op threads of the kernels a stream worker runs (OpenMP's thread
