@@ -856,8 +856,9 @@ class MachineLoad:
         return busy / os.sysconf("SC_CLK_TCK"), own.user + own.system + own.children_user + own.children_system
 
     def others_cores(self) -> Optional[float]:
-        """Average cores used by other processes since the start (burners
-        count as others: this measures the machine, not the script)."""
+        """Average cores used by other processes since the start. The
+        burners and the [nocache] subprocess are this script's children,
+        reaped by then, so they count as its own: this is what else ran."""
         end = self._sample()
         if self._start is None or end is None:
             return None
@@ -1200,7 +1201,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(burner_title + ":\n")
             print_table(contended_rows)
             if contended_others is not None:
-                print(f"other processes (the burners included) used {contended_others:.2f} cores on average "
+                print(f"other processes (not the burners) used {contended_others:.2f} cores on average "
                       "during these cases\n")
         print(footer(args.reps, args.rep_ms))
     if args.plot:
