@@ -3,6 +3,7 @@
 
     python benchmarks/run.py [--quick] [--json PATH] [--provider NAME]
                              [--cases SUBSTR ...] [--plot [PATH]]
+                             [--contended [N]] [--markdown]
 
 Every case runs on ``infini`` and on a reference in the same process,
 interleaved (infini rep, reference rep, infini rep, ...), for several
@@ -30,11 +31,16 @@ is: ``extra["unit"]``), ``ratio == infini_s / reference_s``. Skipped cases
 reason in ``extra["skipped"]``; a case that failed unexpectedly is recorded
 the same way with ``extra["error"] = true`` and makes the exit status 1.
 Machine and provider information is printed in the header, not stored.
+With ``--contended [N]`` every selected case runs a second time beside N
+CPU-bound processes; those records are named ``<case> [contended]`` and
+carry ``extra["contended"]``. The header gives the load average before the
+run: figures from a busy machine mean nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import datetime as _dt
 import gc
@@ -56,6 +62,8 @@ REPO = os.path.dirname(HERE)
 DEFAULT_PLOT = os.path.join(HERE, "results", "ratios.png")
 PROVIDERS = ("host", "infini", "auto")
 NOCACHE_SUFFIX = " [nocache]"
+CONTENDED_SUFFIX = " [contended]"
+BUSY_LOAD = 0.5  # a 1-minute load average at or above this before the run: the machine is busy
 QUEUED = 1000  # adds per call in the queued latency cases
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -486,6 +494,137 @@ def decoder_case() -> Case:
     return forward_case("decoder/llama-block/d64-h4/b4s32", build, (4, 32, 64))
 
 
+# Training steps: forward, cross_entropy, backward, AdamW step (zero_grad
+# included), the model and its optimizer on infini against an identical pair
+# on the CPU. The models are the model suite's (tests/models/).
+MODELS_DIR = os.path.join(REPO, "tests", "models")
+
+
+def _tiny_models():
+    if MODELS_DIR not in sys.path:
+        sys.path.insert(0, MODELS_DIR)
+    import conv_models
+    import transformer_models
+
+    return conv_models, transformer_models
+
+
+def _grad_free(model) -> set:
+    """Parameters whose gradient is rounding noise (e.g. an attention key's
+    bias, which softmax ignores): AdamW turns noise into a full-size update
+    of either sign, on any two devices, so they are not compared."""
+    return {name for name, p in model.named_parameters() if p.grad is not None and p.grad.abs().max() < 1e-6}
+
+
+def train_case(name: str, build: Callable[[], "torch.nn.Module"], inputs: Callable[[], tuple],
+               note: str) -> Case:
+    """One training step per call: ``zero_grad``, forward, ``cross_entropy``,
+    ``backward``, ``AdamW.step``; on infini + synchronize, against the same
+    model and optimizer on CPU eager. ``build()`` returns a module whose
+    output is logits (or has ``.logits``); ``inputs()`` returns (x, labels)
+    on the CPU. Both sides start from the same weights with the generators
+    seeded alike, so after the warm-up step (one step each) their losses,
+    gradients and weights are compared."""
+    def setup() -> Bundle:
+        import copy as _copy
+
+        F = torch.nn.functional
+        torch.manual_seed(0)  # the CPU and infini generators: weights, and dropout alike on both
+        cpu_model = build().train()
+        model = _copy.deepcopy(cpu_model).to(DEV)
+        x, labels = inputs()
+        xd, labelsd = x.to(DEV), labels.to(DEV)
+        cpu_opt = torch.optim.AdamW(cpu_model.parameters(), lr=1e-3)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        losses: dict = {}
+
+        def step(m, o, inp, lab, side: str) -> None:
+            o.zero_grad(set_to_none=True)
+            out = m(inp)
+            logits = getattr(out, "logits", out)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), lab.reshape(-1))
+            loss.backward()
+            o.step()
+            losses[side] = loss.detach()  # no .item(): that would synchronize inside the timed loop
+
+        torch.manual_seed(1)  # both generators: the warm-up steps draw the same dropout masks
+
+        def infini(n: int) -> None:
+            for _ in range(n):
+                step(model, opt, xd, labelsd, "infini")
+            sync()
+
+        def reference(n: int) -> None:
+            for _ in range(n):
+                step(cpu_model, cpu_opt, x, labels, "cpu")
+
+        def check() -> Optional[str]:  # after one warm-up step on each side
+            tol = dict(rtol=1e-3, atol=1e-4)
+            if not torch.allclose(losses["infini"].cpu(), losses["cpu"], **tol):
+                return f"{name}: loss {losses['infini'].item():.6g} on infini, {losses['cpu'].item():.6g} on CPU"
+            skip = _grad_free(cpu_model)
+            for (pname, p), q in zip(model.named_parameters(), cpu_model.parameters()):
+                if q.grad is not None and not torch.allclose(p.grad.cpu(), q.grad, **tol):
+                    return f"{name}: gradient of {pname} differs from CPU"
+                if pname not in skip and not torch.allclose(p.detach().cpu(), q.detach(), **tol):
+                    return f"{name}: {pname} after the AdamW step differs from CPU"
+            return None
+
+        extra = {"parameters": sum(p.numel() for p in cpu_model.parameters()),
+                 "input_shape": list(x.shape)}
+        return Bundle(infini, reference, check, extra)
+
+    return Case(name, "cpu", "training step (zero_grad, forward, cross_entropy, backward, AdamW) + synchronize",
+                setup, note=note, group="train")
+
+
+def _tokens(*shape: int):
+    return torch.randint(1, 64, shape, generator=torch.Generator().manual_seed(2))
+
+
+def _images(*shape: int):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(3))
+
+
+def train_cases() -> list[Case]:
+    def transformers_model(builder: str):
+        try:
+            import transformers
+        except ImportError as exc:
+            raise Skip(f"transformers is not installed ({first_line(exc)})") from None
+        transformers.logging.set_verbosity_error()  # the tiny configs' token-id warnings
+        return getattr(_tiny_models()[1], builder)()
+
+    def gpt2():
+        return transformers_model("tiny_gpt2")
+
+    def llama():
+        return transformers_model("tiny_llama")
+
+    def resnet():
+        return _tiny_models()[0].TinyResNet()
+
+    def mlp():
+        layers: list = []
+        for _ in range(4):
+            layers += [torch.nn.Linear(512, 512), torch.nn.ReLU()]
+        return torch.nn.Sequential(*layers)
+
+    def labels(n: int, classes: int):
+        return torch.randint(0, classes, (n,), generator=torch.Generator().manual_seed(4))
+
+    return [
+        train_case("train/gpt2-tiny/e32-l2/b2s12", gpt2, lambda: (_tokens(2, 12), _tokens(2, 12)),
+                   "transformers GPT2LMHeadModel, 2 layers, dim 32, random init; ref CPU"),
+        train_case("train/llama-tiny/h32-l2/b2s12", llama, lambda: (_tokens(2, 12), _tokens(2, 12)),
+                   "transformers LlamaForCausalLM, 2 layers, dim 32, random init; ref CPU"),
+        train_case("train/resnet-tiny/b4x3x16x16", resnet, lambda: (_images(4, 3, 16, 16), labels(4, 10)),
+                   "2 ResNet basic blocks, BatchNorm, max-pool; ref CPU"),
+        train_case("train/mlp/4xLinear512+ReLU/b64", mlp, lambda: (_images(64, 512), labels(64, 512)),
+                   "4 x (Linear(512, 512) + ReLU), 512 classes; ref CPU"),
+    ]
+
+
 def all_cases(quick: bool) -> list[Case]:
     add_sizes = [1, KiB, MiB] if quick else [1, KiB, MiB, 16 * MiB]
     copy_sizes = [4 * KiB, MiB, 16 * MiB] if quick else [4 * KiB, 64 * KiB, MiB, 16 * MiB, 256 * MiB]
@@ -499,6 +638,7 @@ def all_cases(quick: bool) -> list[Case]:
     cases += [overlap_case(kind, overlap_bytes) for kind in ("pageable", "pinned")]
     cases += [alloc_case(n) for n in (KiB, MiB, 64 * MiB)]
     cases += [event_case(), wait_stream_case(), mlp_case(), decoder_case()]
+    cases += train_cases()
     return cases
 
 
@@ -637,19 +777,130 @@ def run_nocache(names: list[str], args: argparse.Namespace) -> list[dict]:
 
 
 # --------------------------------------------------------------------------
+# Contention: CPU-bound processes beside a case (--contended)
+
+# A pure-Python spin loop: one core's worth of CPU demand, no memory traffic
+# to speak of. It ends by itself after its time limit or when its parent
+# (this script) is gone, so that no crash here can leave it spinning.
+_BURNER = """
+import os, sys, time
+end, parent = time.monotonic() + float(sys.argv[1]), os.getppid()
+sys.stdout.write("spinning\\n")
+sys.stdout.flush()
+while time.monotonic() < end and os.getppid() == parent:
+    for _ in range(100000):
+        pass
+"""
+BURNER_LIMIT_S = 300.0  # per case; far above the longest case
+
+
+def _cpu_ticks(pid: int) -> Optional[int]:
+    """utime + stime of a process in clock ticks (Linux), None elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def burners(count: int, limit_s: float = BURNER_LIMIT_S):
+    """``count`` CPU-bound processes running while the block runs, killed
+    (and reaped) when it ends, however it ends. Yields a dict that, after the
+    block, holds what they did: {"burners", "burner_pids", "burner_cpu_per_wall", "burner_alive_at_end"}."""
+    procs: list[subprocess.Popen] = []
+    info: dict = {"burners": count}
+    started = time.monotonic()
+    try:
+        for _ in range(count):
+            procs.append(subprocess.Popen([sys.executable, "-S", "-c", _BURNER, str(limit_s)],
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE))
+        for proc in procs:
+            proc.stdout.readline()  # it runs its loop from here on
+        info["burner_pids"] = [proc.pid for proc in procs]
+        started = time.monotonic()
+        yield info
+    finally:
+        wall = time.monotonic() - started
+        ticks = [_cpu_ticks(proc.pid) for proc in procs]
+        info["burner_alive_at_end"] = all(proc.poll() is None for proc in procs)
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait(timeout=30)
+            proc.stdout.close()
+        if procs and None not in ticks and wall > 0:
+            # The CPU the burners got, in cores (1.0 per burner: a full core each).
+            info["burner_cpu_per_wall"] = round(sum(ticks) / os.sysconf("SC_CLK_TCK") / wall, 3)
+
+
+class MachineLoad:
+    """How busy the machine was: the load average before the run, and the CPU
+    that processes other than this one (and its children) used during it,
+    from /proc/stat (Linux; None elsewhere)."""
+
+    def __init__(self) -> None:
+        self.before = os.getloadavg() if hasattr(os, "getloadavg") else None
+        self.start_clock()
+
+    @staticmethod
+    def _sample() -> Optional[tuple[float, float]]:
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(v) for v in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        busy = sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)  # minus idle, iowait
+        own = os.times()
+        return busy / os.sysconf("SC_CLK_TCK"), own.user + own.system + own.children_user + own.children_system
+
+    def others_cores(self) -> Optional[float]:
+        """Average cores used by other processes since the start. The
+        burners and the [nocache] subprocess are this script's children,
+        reaped by then, so they count as its own: this is what else ran."""
+        end = self._sample()
+        if self._start is None or end is None:
+            return None
+        wall = time.monotonic() - self._t0
+        return max(0.0, ((end[0] - self._start[0]) - (end[1] - self._start[1])) / max(wall, 1e-9))
+
+    def start_clock(self) -> None:
+        self._start, self._t0 = self._sample(), time.monotonic()
+
+    def busy(self) -> bool:
+        return self.before is not None and self.before[0] >= BUSY_LOAD
+
+    def line(self, cores: int) -> str:
+        if self.before is None:
+            return "load average unknown on this system: check that nothing else runs"
+        verdict = ("BUSY: figures from a busy machine mean nothing; rerun when the 1-minute load is "
+                   f"below {BUSY_LOAD}" if self.busy() else "idle")
+        return (f"load average before the run {self.before[0]:.2f} / {self.before[1]:.2f} / {self.before[2]:.2f} "
+                f"(1 / 5 / 15 min) on {cores} usable cores: {verdict}")
+
+
+# --------------------------------------------------------------------------
 # Output
 
 
-def machine_lines(diag: dict) -> list[str]:
-    cpu_model = platform.processor() or platform.machine()
+def cpu_model() -> str:
+    name = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("model name"):
-                    cpu_model = line.split(":", 1)[1].strip()
-                    break
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return name
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def machine_lines(diag: dict, load: "MachineLoad") -> list[str]:
     mem = ""
     try:
         with open("/proc/meminfo") as f:
@@ -657,12 +908,12 @@ def machine_lines(diag: dict) -> list[str]:
             mem = f", {kb / 2**20:.1f} GiB RAM"
     except (OSError, ValueError, IndexError):
         pass
-    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    affinity = usable_cores()
     caps = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in diag["capabilities"].items())
     ok, reason = pinned_support()
     lines = [
         f"date:      {_dt.datetime.now().astimezone().isoformat(timespec='seconds')}",
-        f"machine:   {platform.platform()}; {cpu_model}; cpu_count={os.cpu_count()} "
+        f"machine:   {platform.platform()}; {cpu_model()}; cpu_count={os.cpu_count()} "
         f"(usable {affinity}){mem}; torch threads={torch.get_num_threads()}",
         f"versions:  Python {platform.python_version()}, torch {torch.__version__}, "
         f"torch_infini {torch_infini.__version__}",
@@ -670,20 +921,16 @@ def machine_lines(diag: dict) -> list[str]:
         f"caching allocator {'on' if diag['caching_allocator'] else 'off'}",
         f"device:    {', '.join(d['name'] for d in diag['devices'])}; capabilities: {caps}",
         f"pinned:    {'available (tried)' if ok else reason}",
+        f"load:      {load.line(affinity)}",
     ]
     if not ok and diag["capabilities"].get("pinned_memory"):
         lines.append("           note: diagnostics() reports pinned_memory=yes, but pin_memory() failed")
     return lines
 
 
-def print_table(rows: list[tuple[Optional[Case], dict]], reps: int, rep_ms: float) -> None:
+def print_table(rows: list[tuple[Optional[Case], dict]]) -> None:
     header = ("case", "infini", "reference", "ratio", "note")
-    body = []
-    for case, rec in rows:
-        ratio = f"{rec['ratio']:.2f}x" if rec["ratio"] is not None else "-"
-        body.append((rec["case"], fmt_s(rec["infini_s"]), fmt_s(rec["reference_s"]) +
-                     (f" ({rec['reference']})" if rec["reference_s"] is not None else ""),
-                     ratio, note_for(case, rec)))
+    body = [_cells(case, rec) for case, rec in rows]
     widths = [max(len(r[i]) for r in [header] + body) for i in range(4)]
     def line(r):
         return "  ".join([r[0].ljust(widths[0]), r[1].rjust(widths[1]), r[2].rjust(widths[2]),
@@ -693,46 +940,90 @@ def print_table(rows: list[tuple[Optional[Case], dict]], reps: int, rep_ms: floa
     for r in body:
         print(line(r))
     print()
-    print(f"Medians of {reps} interleaved repetitions of ~{rep_ms:g} ms each, time per call "
-          f"(add/queued: per {QUEUED} adds + 1 synchronize). ratio = infini / reference; < 1 is faster.")
-    print("References: cpu = the same call on CPU eager tensors; for event/stream cases, which have no "
-          "CPU equivalent,\n  an empty Python function call loop of the same count; for overlap cases, "
-          "the same infini work run in sequence.\n  memcpy = ctypes.memmove of the same bytes between "
-          "preallocated host buffers (one thread).")
 
 
-def plot(records: list[dict], path: str, title: str) -> None:
+def footer(reps: int, rep_ms: float) -> str:
+    return (f"Medians of {reps} interleaved repetitions of ~{rep_ms:g} ms each, time per call "
+            f"(add/queued: per {QUEUED} adds + 1 synchronize). ratio = infini / reference; < 1 is faster.\n"
+            "References: cpu = the same call on CPU eager tensors; for event/stream cases, which have no "
+            "CPU equivalent,\n  an empty Python function call loop of the same count; for overlap cases, "
+            "the same infini work run in sequence.\n  memcpy = ctypes.memmove of the same bytes between "
+            "preallocated host buffers (one thread).")
+
+
+def _cells(case: Optional[Case], rec: dict) -> tuple[str, str, str, str, str]:
+    ratio = f"{rec['ratio']:.2f}x" if rec["ratio"] is not None else "-"
+    return (rec["case"], fmt_s(rec["infini_s"]),
+            fmt_s(rec["reference_s"]) + (f" ({rec['reference']})" if rec["reference_s"] is not None else ""),
+            ratio, note_for(case, rec))
+
+
+def markdown_header(diag: dict, load: MachineLoad, command: str) -> list[str]:
+    """The lines above a pasted table: the command, the date, the machine and
+    how busy it was, so that a table in a README says where it came from."""
+    now = _dt.datetime.now(_dt.timezone.utc)
+    mem = ""
+    try:
+        with open("/proc/meminfo") as f:
+            mem = f", {int(f.readline().split()[1]) / 2**20:.0f} GiB RAM"
+    except (OSError, ValueError, IndexError):
+        pass
+    return [
+        f"`{command}`, {now:%Y-%m-%d %H:%M} UTC",
+        "",
+        f"- machine: {cpu_model()}, {usable_cores()} usable cores{mem}; {platform.system()} "
+        f"{platform.release()}",
+        f"- software: Python {platform.python_version()}, torch {torch.__version__}, "
+        f"torch_infini {torch_infini.__version__}, provider {diag['provider']} (backend {diag['backend']}), "
+        f"torch threads {torch.get_num_threads()}",
+        f"- {load.line(usable_cores())}",
+    ]
+
+
+def markdown_table(rows: list[tuple[Optional[Case], dict]], title: str, others: Optional[float]) -> list[str]:
+    lines = [f"**{title}**" + (f" (other processes used {others:.2f} cores on average meanwhile)"
+                               if others is not None else ""), "",
+             "| case | infini | reference | ratio | note |", "|---|--:|--:|--:|---|"]
+    for case, rec in rows:
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in _cells(case, rec)) + " |")
+    return lines + [""]
+
+
+def plot(records: list[dict], path: str, title: str, say: Callable[[str], None] = print) -> None:
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print(f"plot: matplotlib is not installed; skipped {path}")
+        say(f"plot: matplotlib is not installed; skipped {path}")
         return
     done = [r for r in records if r["ratio"] is not None]
     if not done:
-        print("plot: no measured cases; nothing to draw")
+        say("plot: no measured cases; nothing to draw")
         return
     fig, ax = plt.subplots(figsize=(9, 0.32 * len(done) + 1.5))
     names = [r["case"] for r in done][::-1]
     ratios = [r["ratio"] for r in done][::-1]
     colors = ["tab:green" if x <= 1 else "tab:red" for x in ratios]
+    hatches = ["//" if n.endswith(CONTENDED_SUFFIX) else "" for n in names]  # beside a CPU-bound process
     # Bars grow from 1 (parity) to the ratio, on a log scale.
-    ax.barh(names, [x - 1.0 for x in ratios], left=1.0, color=colors)
+    bars = ax.barh(names, [x - 1.0 for x in ratios], left=1.0, color=colors)
+    for bar, hatch in zip(bars, hatches):
+        bar.set_hatch(hatch)
     for y, x in enumerate(ratios):
         ax.annotate(f"{x:.2f}x", (x, y), xytext=(3 if x >= 1 else -3, 0), textcoords="offset points",
                     ha="left" if x >= 1 else "right", va="center", fontsize=8)
     ax.axvline(1.0, color="black", linewidth=1)
     ax.set_xscale("log")
     lo, hi = min(ratios + [1.0]), max(ratios + [1.0])
-    ax.set_xlim(lo / 2, hi * 3)
+    ax.set_xlim(lo / 4, hi * 4)
     ax.set_xlabel("ratio infini / reference (log scale; < 1: infini is faster)")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=9)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    print(f"plot: wrote {path}")
+    say(f"plot: wrote {path}")
 
 
 # --------------------------------------------------------------------------
@@ -747,11 +1038,18 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
                    help="set TORCH_INFINI_PROVIDER before importing torch_infini; "
                         "fail if another provider is selected")
     p.add_argument("--cases", nargs="+", metavar="SUBSTR",
-                   help="run only cases whose name contains one of these (case-insensitive)")
+                   help="run only cases whose name contains one of these (case-insensitive; "
+                        "a leading ^: whose name starts with it)")
     p.add_argument("--plot", nargs="?", const=DEFAULT_PLOT, metavar="PATH",
                    help=f"bar chart of the ratios (PNG; default {os.path.relpath(DEFAULT_PLOT, REPO)})")
     p.add_argument("--reps", type=int, help="repetitions per side (default 7 quick, 11 full)")
     p.add_argument("--rep-ms", type=float, help="target ms per repetition (default 10 quick, 50 full)")
+    p.add_argument("--contended", nargs="?", type=int, const=1, default=0, metavar="N",
+                   help="run the selected cases a second time, each beside N CPU-bound processes "
+                        "(default 1), reported as their own table; names end in" + CONTENDED_SUFFIX)
+    p.add_argument("--markdown", action="store_true",
+                   help="print the tables as Markdown under a dated header naming the machine and its "
+                        "load (what the README pastes)")
     p.add_argument("--list", action="store_true", help="list the case names and exit")
     p.add_argument("--_child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--_exact", nargs="+", help=argparse.SUPPRESS)
@@ -762,11 +1060,14 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
         args.rep_ms = 10.0 if args.quick else 50.0
     if args.reps < 1 or args.rep_ms <= 0:
         p.error("--reps must be >= 1 and --rep-ms > 0")
+    if args.contended < 0:
+        p.error("--contended N must be >= 0")
     return args
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     global torch, torch_infini, DEV
+    load = MachineLoad()  # before importing torch, which is work of our own
     args = parse_args(argv)
     started = time.perf_counter()
     if args.provider:
@@ -809,7 +1110,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     def wanted(name: str) -> bool:
         if args._exact is not None:
             return name in args._exact
-        return not args.cases or any(s.lower() in name.lower() for s in args.cases)
+        return not args.cases or any(name.lower().startswith(s[1:].lower()) if s.startswith("^")
+                                     else s.lower() in name.lower() for s in args.cases)
 
     selected = [c for c in cases if wanted(c.name)]
     nocache = [] if args._child else [c.name for c in cases
@@ -818,29 +1120,55 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"error: no case matches {args.cases}; --list shows the names", file=sys.stderr)
         return 2
 
-    if not args._child:
+    markdown = args.markdown and not args._child
+    if not args._child and not markdown:
         print("torch-infini benchmarks" + (" (--quick)" if args.quick else ""))
-        print("\n".join(machine_lines(diag)))
+        print("\n".join(machine_lines(diag, load)))
+        if load.busy():
+            print("\nWARNING: the machine is busy (load average above): these figures mean nothing.")
         print()
 
     progress = not args._child and sys.stderr.isatty()
-    rows: list[tuple[Optional[Case], dict]] = []
     by_nocache_name = {c.name + NOCACHE_SUFFIX: c for c in cases}
-    last_alloc = [c.name for c in selected if c.group == "alloc"][-1:] or [None]
-    for case in selected:
-        if progress:
-            sys.stderr.write(f"\r\033[K  running {case.name} ...")
-            sys.stderr.flush()
-        rec = measure(case, args.reps, args.rep_ms / 1e3)
-        if args._child:
-            rec["extra"]["caching_allocator"] = bool(diag["caching_allocator"])
-        rows.append((case, rec))
-        if case.name == last_alloc[0] and nocache:  # the [nocache] rows follow the alloc rows
-            rows += [(by_nocache_name.get(r["case"]), r) for r in run_nocache(nocache, args)]
-            nocache = []
-    if nocache:  # [nocache] cases selected without their cached counterparts
-        rows += [(by_nocache_name.get(r["case"]), r) for r in run_nocache(nocache, args)]
-    records = [rec for _, rec in rows]
+
+    def run_pass(burner_count: int) -> list[tuple[Optional[Case], dict]]:
+        """Every selected case, each beside ``burner_count`` CPU-bound processes
+        (0: none); the [nocache] rows only without burners."""
+        rows: list[tuple[Optional[Case], dict]] = []
+        pending = [] if burner_count else list(nocache)
+        last_alloc = [c.name for c in selected if c.group == "alloc"][-1:] or [None]
+        for case in selected:
+            if progress:
+                sys.stderr.write(f"\r\033[K  running {case.name}"
+                                 f"{CONTENDED_SUFFIX if burner_count else ''} ...")
+                sys.stderr.flush()
+            if burner_count:
+                with burners(burner_count) as info:
+                    rec = measure(case, args.reps, args.rep_ms / 1e3)
+                rec["case"] += CONTENDED_SUFFIX
+                rec["extra"]["contended"] = info
+            else:
+                rec = measure(case, args.reps, args.rep_ms / 1e3)
+            if args._child:
+                rec["extra"]["caching_allocator"] = bool(diag["caching_allocator"])
+            rows.append((case, rec))
+            if case.name == last_alloc[0] and pending:  # the [nocache] rows follow the alloc rows
+                rows += [(by_nocache_name.get(r["case"]), r) for r in run_nocache(pending, args)]
+                pending = []
+        if pending:  # [nocache] cases selected without their cached counterparts
+            rows += [(by_nocache_name.get(r["case"]), r) for r in run_nocache(pending, args)]
+        return rows
+
+    load.start_clock()
+    rows = run_pass(0)
+    others = load.others_cores()
+    contended_rows: list[tuple[Optional[Case], dict]] = []
+    contended_others = None
+    if args.contended and selected:
+        load.start_clock()
+        contended_rows = run_pass(args.contended)
+        contended_others = load.others_cores()
+    records = [rec for _, rec in rows + contended_rows]
 
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
@@ -852,15 +1180,40 @@ def main(argv: Optional[list[str]] = None) -> int:
     if progress:
         sys.stderr.write("\r\033[K")
         sys.stderr.flush()
-    print_table(rows, args.reps, args.rep_ms)
+    def say(text: str) -> None:  # under --markdown on stderr: stdout holds only what is pasted
+        print(text, file=sys.stderr if markdown else sys.stdout)
+
+    burner_title = (f"Beside {args.contended} CPU-bound process{'es' if args.contended > 1 else ''} "
+                    f"(--contended): each case's name ends in{CONTENDED_SUFFIX}")
+    if markdown:
+        command = " ".join(["python", "benchmarks/run.py"] + (argv if argv is not None else sys.argv[1:]))
+        out = markdown_header(diag, load, command) + [""]
+        out += markdown_table(rows, "Idle" if not load.busy() else "Busy machine (figures mean nothing)", others)
+        if contended_rows:
+            out += markdown_table(contended_rows, burner_title, contended_others)
+        out.append(footer(args.reps, args.rep_ms).replace("\n  ", " ").replace("\n", " "))
+        print("\n".join(out))
+    else:
+        print_table(rows)
+        if others is not None:
+            print(f"other processes used {others:.2f} cores on average during these cases\n")
+        if contended_rows:
+            print(burner_title + ":\n")
+            print_table(contended_rows)
+            if contended_others is not None:
+                print(f"other processes (not the burners) used {contended_others:.2f} cores on average "
+                      "during these cases\n")
+        print(footer(args.reps, args.rep_ms))
     if args.plot:
+        busy = f"; BUSY (load {load.before[0]:.1f}): figures mean nothing" if load.busy() else ""
         plot(records, args.plot, f"torch-infini benchmarks{' (--quick)' if args.quick else ''}: "
-             f"provider {diag['provider']}, backend {diag['backend']}, {_dt.date.today().isoformat()}")
+             f"provider {diag['provider']}, backend {diag['backend']}, {_dt.date.today().isoformat()}{busy}",
+             say)
     if args.json:
-        print(f"json: wrote {len(records)} records to {args.json}")
+        say(f"json: wrote {len(records)} records to {args.json}")
     failed = [r["case"] for r in records
               if r["extra"].get("error") or "wrong_result" in r["extra"]]
-    print(f"total {time.perf_counter() - started:.1f} s")
+    say(f"total {time.perf_counter() - started:.1f} s")
     if failed:
         print(f"FAILED (error or wrong result): {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -1,7 +1,8 @@
 """benchmarks/run.py: runs, and writes the documented JSON schema.
 
-Timings are never asserted: the machine is shared and noisy. The subset
-(--quick, the add cases and the MLP case) takes a few seconds.
+Timings are never asserted: the machine is shared and noisy. The subsets
+(--quick, the add and MLP cases; the training steps, idle and beside a
+CPU-bound process, with few short repetitions) take a few seconds each.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -33,14 +35,14 @@ def _is_number(x) -> bool:
 @pytest.fixture(scope="module")
 def quick_subset(tmp_path_factory):
     path = tmp_path_factory.mktemp("bench") / "out.json"
-    proc = _run("--quick", "--cases", "add", "mlp", "--json", str(path))
+    proc = _run("--quick", "--reps", "3", "--rep-ms", "5", "--cases", "add", "^mlp/", "--contended",
+                "--json", str(path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with open(path) as f:
         return proc.stdout, json.load(f)
 
 
-def test_json_is_a_list_of_case_records(quick_subset):
-    _, records = quick_subset
+def _check_schema(records: list) -> None:
     assert isinstance(records, list) and records
     names = [r["case"] for r in records]
     assert len(names) == len(set(names)), "case names must be unique"
@@ -62,10 +64,14 @@ def test_json_is_a_list_of_case_records(quick_subset):
         assert rec["ratio"] == pytest.approx(rec["infini_s"] / rec["reference_s"], rel=1e-9)
 
 
+def test_json_is_a_list_of_case_records(quick_subset):
+    _check_schema(quick_subset[1])
+
+
 def test_subset_selects_the_add_cases(quick_subset):
     _, records = quick_subset
     names = {r["case"] for r in records}
-    assert all("add" in n or "mlp" in n for n in names), names
+    assert all("add" in n or n.startswith("mlp/") for n in names), names  # "^mlp/": not train/mlp/...
     measured = [r for r in records if r["case"].startswith("add/") and r["infini_s"] is not None]
     assert any("sync" in r["case"] for r in measured)
     assert any("queued" in r["case"] for r in measured)
@@ -77,7 +83,7 @@ def test_subset_selects_the_add_cases(quick_subset):
 
 def test_mlp_case_runs_or_is_skipped_with_the_operator(quick_subset):
     _, records = quick_subset
-    (mlp,) = [r for r in records if r["case"].startswith("mlp/")]
+    (mlp,) = [r for r in records if r["case"].startswith("mlp/") and "contended" not in r["extra"]]
     if mlp["infini_s"] is None:
         assert "aten::" in mlp["extra"]["skipped"] or "not" in mlp["extra"]["skipped"]
     else:
@@ -107,7 +113,7 @@ def test_the_cpu_fallback_is_never_timed(tmp_path):
     where every operator is native (the host runtime) the case is timed."""
     path = tmp_path / "out.json"
     env = dict(os.environ, TORCH_INFINI_CPU_FALLBACK="1")
-    proc = subprocess.run([sys.executable, RUN, "--quick", "--cases", "mlp", "--json", str(path)], cwd=REPO,
+    proc = subprocess.run([sys.executable, RUN, "--quick", "--cases", "^mlp/", "--json", str(path)], cwd=REPO,
                           capture_output=True, text=True, timeout=180, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with open(path) as f:
@@ -116,3 +122,64 @@ def test_the_cpu_fallback_is_never_timed(tmp_path):
         assert mlp["infini_s"] is not None and "skipped" not in mlp["extra"]
     elif mlp["infini_s"] is None:
         assert "aten::" in mlp["extra"]["skipped"]
+
+
+TRAIN_CASES = {"gpt2", "llama", "resnet", "mlp"}
+
+
+@pytest.fixture(scope="module")
+def training_markdown(tmp_path_factory):
+    """The training steps and a synchronized add, as Markdown (3 repetitions
+    of ~2 ms: the schema, not the figures)."""
+    path = tmp_path_factory.mktemp("bench") / "train.json"
+    proc = _run("--quick", "--reps", "3", "--rep-ms", "2", "--cases", "^train/", "add/sync/1Ki",
+                "--markdown", "--json", str(path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with open(path) as f:
+        return proc.stdout, json.load(f)
+
+
+def test_training_steps_match_the_cpu_and_follow_the_schema(training_markdown):
+    _, records = training_markdown
+    _check_schema(records)
+    idle = [r for r in records if r["case"].startswith("train/")]
+    assert {r["case"].split("/")[1].split("-")[0] for r in idle} == TRAIN_CASES
+    for rec in idle:
+        extra = rec["extra"]
+        assert "wrong_result" not in extra, rec  # checked against the CPU after the warm-up step
+        if rec["infini_s"] is None:  # only where the build cannot run it, with the reason
+            assert not extra.get("error"), rec
+            continue
+        assert extra["parameters"] > 0 and extra["unit"].startswith("training step")
+
+
+def test_contended_cases_are_their_own_records_and_burners_are_gone(quick_subset):
+    _, records = quick_subset
+    names = [r["case"] for r in records]
+    idle = [n for n in names if not n.endswith(" [contended]")]
+    contended = [n for n in names if n.endswith(" [contended]")]
+    assert sorted(n[: -len(" [contended]")] for n in contended) == sorted(idle)
+    for rec in records:
+        if not rec["case"].endswith(" [contended]"):
+            assert "contended" not in rec["extra"]
+            continue
+        info = rec["extra"]["contended"]
+        assert info["burners"] == 1 and len(info["burner_pids"]) == 1
+        if rec["infini_s"] is not None:
+            assert info["burner_alive_at_end"] is True  # it ran through the whole measurement
+        for pid in info["burner_pids"]:  # killed and reaped: gone, or the pid reused by another program
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    assert b"getppid" not in f.read(), f"burner {pid} still runs"
+            except FileNotFoundError:
+                pass
+
+
+def test_markdown_names_the_command_date_machine_and_load(training_markdown):
+    stdout, records = training_markdown
+    first = stdout.splitlines()[0]
+    assert first.startswith("`python benchmarks/run.py --quick") and re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", first)
+    assert "usable cores" in stdout and "load average before the run" in stdout
+    assert stdout.count("| case | infini | reference | ratio | note |") == 1
+    rows = {line.split(" | ")[0].lstrip("| ") for line in stdout.splitlines() if line.startswith("| ")}
+    assert {r["case"] for r in records} <= rows

@@ -3,7 +3,6 @@
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 

@@ -4,7 +4,7 @@
 #include <c10/core/Stream.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/Generator.h>
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include "core/InfiniAllocator.h"
 #include "core/InfiniFunctions.h"

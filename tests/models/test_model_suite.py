@@ -18,6 +18,7 @@ from torch import nn
 
 from conv_models import SequenceClassifier, TinyConvNeXt, TinyMobileNetV3, TinyResNet
 from infini_testing import DEV, on_host
+from transformer_models import tiny_bert, tiny_gpt2, tiny_llama, tiny_t5, tiny_vit
 
 transformers = pytest.importorskip("transformers")
 
@@ -25,36 +26,6 @@ transformers = pytest.importorskip("transformers")
 @pytest.fixture(autouse=True)
 def _native_only(native_only):
     """Everything native: the opt-in CPU fallback off."""
-
-
-def _gpt2():
-    cfg = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=64, n_positions=32)
-    return transformers.GPT2LMHeadModel(cfg)
-
-
-def _llama():
-    cfg = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=64,
-                                   max_position_embeddings=32)
-    return transformers.LlamaForCausalLM(cfg)
-
-
-def _bert():
-    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                  intermediate_size=64, vocab_size=64, max_position_embeddings=32)
-    return transformers.BertForMaskedLM(cfg)
-
-
-def _vit():
-    cfg = transformers.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                 intermediate_size=64, image_size=16, patch_size=4, num_labels=10)
-    return transformers.ViTForImageClassification(cfg)
-
-
-def _t5():
-    cfg = transformers.T5Config(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, vocab_size=64,
-                                decoder_start_token_id=0)
-    return transformers.T5ForConditionalGeneration(cfg)
 
 
 def _tokens(seed: int, *shape: int) -> torch.Tensor:
@@ -71,11 +42,11 @@ def _lm_loss(out, labels):
 
 
 MODELS = {
-    "gpt2": (_gpt2, lambda s: {"input_ids": _tokens(s, 2, 12), "labels": _tokens(s, 2, 12)}),
-    "llama": (_llama, lambda s: {"input_ids": _tokens(s, 2, 12), "labels": _tokens(s, 2, 12)}),
-    "bert": (_bert, lambda s: {"input_ids": _tokens(s, 2, 12), "labels": _tokens(s + 1, 2, 12)}),
-    "vit": (_vit, lambda s: {"pixel_values": _images(s, 2, 3, 16, 16), "labels": torch.tensor([1, 7])}),
-    "t5": (_t5, lambda s: {"input_ids": _tokens(s, 2, 10), "labels": _tokens(s + 1, 2, 6)}),
+    "gpt2": (tiny_gpt2, lambda s: {"input_ids": _tokens(s, 2, 12), "labels": _tokens(s, 2, 12)}),
+    "llama": (tiny_llama, lambda s: {"input_ids": _tokens(s, 2, 12), "labels": _tokens(s, 2, 12)}),
+    "bert": (tiny_bert, lambda s: {"input_ids": _tokens(s, 2, 12), "labels": _tokens(s + 1, 2, 12)}),
+    "vit": (tiny_vit, lambda s: {"pixel_values": _images(s, 2, 3, 16, 16), "labels": torch.tensor([1, 7])}),
+    "t5": (tiny_t5, lambda s: {"input_ids": _tokens(s, 2, 10), "labels": _tokens(s + 1, 2, 6)}),
     "resnet": (TinyResNet, lambda s: {"x": _images(s, 4, 3, 16, 16), "labels": torch.tensor([0, 3, 5, 9])}),
     "mobilenet_v3": (TinyMobileNetV3, lambda s: {"x": _images(s, 4, 3, 16, 16),
                                                 "labels": torch.tensor([0, 3, 5, 9])}),
