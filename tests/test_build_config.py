@@ -351,8 +351,8 @@ def test_ops_implementations_are_read_from_library_symbols(tmp_path):
 
 
 def _fake_ccl(root: Path, header: str = "infinicclResult_t infinicclCommInitRank(void);\n") -> Path:
-    (root / "include").mkdir(parents=True)
-    (root / "include" / "comm.h").write_text(header)
+    (root / "include" / "infiniccl").mkdir(parents=True)
+    (root / "include" / "infiniccl" / "comm.h").write_text(header)
     (root / "lib").mkdir()
     (root / "lib" / "libinfiniccl.so").write_bytes(b"")
     return root

@@ -216,7 +216,7 @@ def resolve_infini_stack(env: Mapping[str, str]) -> InfiniStack | None:
 
 @dataclass
 class InfiniCCL:
-    """Where InfiniCCL's headers (``comm.h``) and ``libinfiniccl.so`` are."""
+    """Where InfiniCCL's headers (``infiniccl/comm.h``) and ``libinfiniccl.so`` are."""
 
     include_dirs: list[str]
     library_dirs: list[str]
@@ -234,7 +234,7 @@ def resolve_infini_ccl(env: Mapping[str, str]) -> InfiniCCL | None:
 
     Independent of InfiniRT and InfiniOps (InfiniCCL has its own device
     runtime). Raises BuildConfigError when a variable is set but does not
-    lead to ``comm.h`` and ``libinfiniccl.so``."""
+    lead to ``infiniccl/comm.h`` and ``libinfiniccl.so``."""
     prefix = env.get("INFINI_CCL_PREFIX", "")
     if not prefix and not env.get("INFINI_CCL_INCLUDE_DIRS") and not env.get("INFINI_CCL_LIBRARY_DIRS"):
         return None
@@ -245,7 +245,7 @@ def resolve_infini_ccl(env: Mapping[str, str]) -> InfiniCCL | None:
                                "(or set INFINI_CCL_PREFIX)")
     inc_var, inc = _dirs(env, "INFINI_CCL_INCLUDE_DIRS", "INFINI_CCL_PREFIX", prefix, ("include",))
     lib_var, lib = _dirs(env, "INFINI_CCL_LIBRARY_DIRS", "INFINI_CCL_PREFIX", prefix, ("lib", "lib64"))
-    header = _require_file(inc_var, inc, "comm.h")
+    header = _require_file(inc_var, inc, "infiniccl/comm.h")
     if "infinicclCommInitRank" not in header.read_text(errors="replace"):
         raise BuildConfigError(f"{inc_var}: {header} is not InfiniCCL's comm.h (no infinicclCommInitRank)")
     _require_file(lib_var, lib, "libinfiniccl.so")

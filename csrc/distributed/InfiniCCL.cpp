@@ -6,7 +6,7 @@
 #include <vector>
 
 #ifdef TORCH_INFINI_WITH_INFINI_CCL
-#include <comm.h>  // InfiniCCL's C API (include/comm.h of its install)
+#include <infiniccl/comm.h>  // InfiniCCL's C API
 #endif
 
 #include "core/InfiniStream.h"

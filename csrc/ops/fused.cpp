@@ -218,7 +218,7 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
     const at::Tensor g = grads[0].to(opmath);
     const at::Tensor w = weight.to(opmath);
     const at::Tensor r =
-        at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true).add(eps));
+        at::rsqrt((x * x).mean(-1, /*keepdim=*/true).add(eps));
     const at::Tensor xhat = x * r;
     const at::Tensor gw = g * w;
     at::Tensor grad_input;
