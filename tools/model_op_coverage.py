@@ -146,8 +146,11 @@ def _print(name: str, report: dict[str, dict[str, int]], markdown: bool) -> None
     if markdown:
         print(f"| {name} | {len(native)} | {len(fell)} | {short(native)} | {short(fell)} |")
         return
-    print(f"\n[{name}] computed natively {len(native)}, routed/composed by torch-infini {len(routed)}, "
-          f"views/memory {len(memory)}, fallback {len(fell)}, unsupported {len(report.get('unsupported', {}))}")
+    calls = lambda ops, kind: sum(report.get(kind, {})[o] for o in ops)  # noqa: E731
+    print(f"\n[{name}] computed natively {len(native)} ({calls(native, 'native')} calls), "
+          f"routed/composed by torch-infini {len(routed)}, views/memory {len(memory)}, "
+          f"fallback {len(fell)} ({calls(fell, 'fallback')} calls), "
+          f"unsupported {len(report.get('unsupported', {}))}")
     print("  native:   " + short(native))
     print("  routed:   " + short(routed))
     print("  memory:   " + short(memory))
