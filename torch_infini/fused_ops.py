@@ -24,6 +24,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from . import _C
+
 _LIB = torch.library.Library("infini", "DEF")  # noqa: TOR901  (kept alive with the module)
 _LIB.define("swiglu(Tensor input, Tensor gate) -> Tensor")
 _LIB.define("silu_and_mul(Tensor x) -> Tensor")
@@ -56,8 +58,6 @@ def _on_device(name: str, composed):
     kernel where it serves the call, else the composition."""
 
     def kernel(*args: Tensor) -> Tensor:
-        from . import _C
-
         out = _C._fused_kernel(name, list(args))
         return composed(*args) if out is None else out
 
