@@ -32,6 +32,7 @@ from build_config import (  # noqa: E402
     build_metadata,
     check_ops_match_rt,
     compile_flags,
+    resolve_infini_ccl,
     resolve_infini_stack,
 )
 from build_progress import open_terminal, progress_enabled, say, terminal_progress  # noqa: E402
@@ -54,6 +55,7 @@ def sources(stack):
 
 try:
     STACK = resolve_infini_stack(os.environ)
+    CCL = resolve_infini_ccl(os.environ)  # INFINI_CCL_PREFIX: the c10d backend's InfiniCCL path
     FLAGS = compile_flags(os.environ)
     PROGRESS = progress_enabled(os.environ)
 except (BuildConfigError, ValueError) as error:
@@ -67,7 +69,9 @@ else:
                f"{', '.join(STACK.rt_backends) or 'unknown'}; InfiniOps operators: "
                f"{', '.join(STACK.ops_operators) or 'none'})")
 
-METADATA = build_metadata(torch.__version__, torch._C._GLIBCXX_USE_CXX11_ABI, STACK)
+if CCL is not None:
+    SUMMARY += "; InfiniCCL: " + ", ".join(CCL.library_dirs)
+METADATA = build_metadata(torch.__version__, torch._C._GLIBCXX_USE_CXX11_ABI, STACK, CCL)
 
 # TORCH_INFINI_SANITIZE=address,undefined (or thread) instruments the extension
 # with those sanitizers; see docs/sanitizers.md for how to run it.
@@ -116,13 +120,13 @@ class BuildWithMetadata(BuildExtension):
 ext = CppExtension(
     name="torch_infini._C",
     sources=sources(STACK),
-    include_dirs=[str(ROOT / "csrc")] + (STACK.include_dirs if STACK else []),
-    library_dirs=STACK.library_dirs if STACK else [],
+    include_dirs=[str(ROOT / "csrc")] + (STACK.include_dirs if STACK else []) + (CCL.include_dirs if CCL else []),
+    library_dirs=(STACK.library_dirs if STACK else []) + (CCL.library_dirs if CCL else []),
     # InfiniOps depends on InfiniRT: link it first. Neither is bundled and no
     # rpath is stored: the loader finds them through LD_LIBRARY_PATH or the
     # system configuration (see the README).
-    libraries=["infiniops", "infinirt"] if STACK else [],
-    define_macros=STACK.define_macros if STACK else [],
+    libraries=(["infiniops", "infinirt"] if STACK else []) + (CCL.libraries if CCL else []),
+    define_macros=(STACK.define_macros if STACK else []) + (CCL.define_macros if CCL else []),
     extra_compile_args={"cxx": FLAGS.cxx + SANITIZE_FLAGS},
     extra_link_args=FLAGS.link + SANITIZE_FLAGS,
 )

@@ -345,3 +345,44 @@ def test_ops_implementations_are_read_from_library_symbols(tmp_path):
         b"_ZN6infini3ops8OperatorINS0_4GemmELNS_2rt6Device4TypeE1ELm0EEclE\x00"
     )
     assert bc.ops_implementations_from_library(lib) == {"Add": [0], "Gemm": [1]}
+
+
+# --- InfiniCCL (INFINI_CCL_PREFIX) -------------------------------------------------
+
+
+def _fake_ccl(root: Path, header: str = "infinicclResult_t infinicclCommInitRank(void);\n") -> Path:
+    (root / "include" / "infiniccl").mkdir(parents=True)
+    (root / "include" / "infiniccl" / "comm.h").write_text(header)
+    (root / "lib").mkdir()
+    (root / "lib" / "libinfiniccl.so").write_bytes(b"")
+    return root
+
+
+def test_infini_ccl_absent_without_the_variables():
+    from build_config import resolve_infini_ccl
+
+    assert resolve_infini_ccl({}) is None
+
+
+def test_infini_ccl_prefix_found(tmp_path):
+    from build_config import resolve_infini_ccl
+
+    ccl = resolve_infini_ccl({"INFINI_CCL_PREFIX": str(_fake_ccl(tmp_path / "ccl"))})
+    assert ccl.include_dirs == [str(tmp_path / "ccl" / "include")]
+    assert ccl.library_dirs == [str(tmp_path / "ccl" / "lib")]
+    assert ("TORCH_INFINI_WITH_INFINI_CCL", "1") in ccl.define_macros and ccl.libraries == ["infiniccl"]
+    assert build_metadata("2.13.0", True, None, ccl)["infini_ccl"] is True
+
+
+@pytest.mark.parametrize("break_it", ["missing", "no_library", "other_comm_h"])
+def test_infini_ccl_prefix_that_is_not_an_install_is_an_error(tmp_path, break_it):
+    from build_config import resolve_infini_ccl
+
+    root = tmp_path / "ccl"
+    if break_it != "missing":
+        _fake_ccl(root, header="int unrelated(void);\n" if break_it == "other_comm_h" else
+                  "infinicclResult_t infinicclCommInitRank(void);\n")
+        if break_it == "no_library":
+            (root / "lib" / "libinfiniccl.so").unlink()
+    with pytest.raises(BuildConfigError, match="INFINI_CCL_PREFIX"):
+        resolve_infini_ccl({"INFINI_CCL_PREFIX": str(root)})

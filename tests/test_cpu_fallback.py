@@ -394,6 +394,21 @@ def test_recording_counts_composite_operators_and_their_parts(on):
     assert report[("aten::as_strided", "native")] >= 1
 
 
+def test_a_call_of_the_generic_kernel_that_falls_back_is_counted_once(on):
+    """The generic kernel is registered for aten::mm (so its calls are
+    "native" by route); a call it hands to the CPU fallback (int64: InfiniOps'
+    Gemm is floating-point only) is counted as a fallback only, never as both.
+    On the host runtime the same call runs natively: counted once, as that."""
+    a = torch.arange(6).reshape(2, 3)
+    b = torch.arange(12).reshape(3, 4)
+    with fallback.recording():
+        got = torch.mm(a.to(DEV), b.to(DEV))
+    assert torch.equal(got.cpu(), a @ b)
+    kinds = {r["kind"]: r["calls"] for r in fallback.coverage() if r["op"] == "aten::mm"}
+    on_host = torch_infini.diagnostics()["provider"] == "host"
+    assert kinds == ({"native": 1} if on_host else {"fallback": 1}), fallback.coverage()
+
+
 def test_format_coverage(on):
     needs_fallback("aten::cumsum.out")
     assert "no operator" in fallback.format_coverage([])

@@ -214,6 +214,44 @@ def resolve_infini_stack(env: Mapping[str, str]) -> InfiniStack | None:
     )
 
 
+@dataclass
+class InfiniCCL:
+    """Where InfiniCCL's headers (``infiniccl/comm.h``) and ``libinfiniccl.so`` are."""
+
+    include_dirs: list[str]
+    library_dirs: list[str]
+
+    @property
+    def define_macros(self) -> list[tuple[str, str]]:
+        return [("TORCH_INFINI_WITH_INFINI_CCL", "1")]
+
+    libraries = ["infiniccl"]
+
+
+def resolve_infini_ccl(env: Mapping[str, str]) -> InfiniCCL | None:
+    """InfiniCCL to compile the infini c10d backend against (``INFINI_CCL_PREFIX``,
+    or ``INFINI_CCL_INCLUDE_DIRS`` and ``INFINI_CCL_LIBRARY_DIRS``), or None.
+
+    Independent of InfiniRT and InfiniOps (InfiniCCL has its own device
+    runtime). Raises BuildConfigError when a variable is set but does not
+    lead to ``infiniccl/comm.h`` and ``libinfiniccl.so``."""
+    prefix = env.get("INFINI_CCL_PREFIX", "")
+    if not prefix and not env.get("INFINI_CCL_INCLUDE_DIRS") and not env.get("INFINI_CCL_LIBRARY_DIRS"):
+        return None
+    if prefix and not Path(prefix).is_dir():
+        raise BuildConfigError(f"INFINI_CCL_PREFIX={prefix} is not a directory")
+    if not prefix and not (env.get("INFINI_CCL_INCLUDE_DIRS") and env.get("INFINI_CCL_LIBRARY_DIRS")):
+        raise BuildConfigError("INFINI_CCL_INCLUDE_DIRS and INFINI_CCL_LIBRARY_DIRS go together "
+                               "(or set INFINI_CCL_PREFIX)")
+    inc_var, inc = _dirs(env, "INFINI_CCL_INCLUDE_DIRS", "INFINI_CCL_PREFIX", prefix, ("include",))
+    lib_var, lib = _dirs(env, "INFINI_CCL_LIBRARY_DIRS", "INFINI_CCL_PREFIX", prefix, ("lib", "lib64"))
+    header = _require_file(inc_var, inc, "infiniccl/comm.h")
+    if "infinicclCommInitRank" not in header.read_text(errors="replace"):
+        raise BuildConfigError(f"{inc_var}: {header} is not InfiniCCL's comm.h (no infinicclCommInitRank)")
+    _require_file(lib_var, lib, "libinfiniccl.so")
+    return InfiniCCL(include_dirs=inc, library_dirs=lib)
+
+
 def torch_major_minor(version: str) -> str:
     """``2.13.0+cpu`` -> ``2.13``; raises ValueError on anything else."""
     match = re.match(r"^(\d+)\.(\d+)", version)
@@ -222,9 +260,11 @@ def torch_major_minor(version: str) -> str:
     return f"{int(match.group(1))}.{int(match.group(2))}"
 
 
-def build_metadata(torch_version: str, cxx11_abi: bool, stack: InfiniStack | None) -> dict:
+def build_metadata(torch_version: str, cxx11_abi: bool, stack: InfiniStack | None,
+                   ccl: InfiniCCL | None = None) -> dict:
     """What the import guard checks at import time, and the diagnostics show."""
     return {
+        "infini_ccl": ccl is not None,
         "schema": 1,
         "torch_version": torch_version,
         "torch_major_minor": torch_major_minor(torch_version),

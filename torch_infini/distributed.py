@@ -59,7 +59,7 @@ def _create_backend(store, rank: int, world_size: int, timeout: timedelta):
     from torch.distributed import ProcessGroupGloo
 
     host = ProcessGroupGloo(store, rank, world_size, timeout)
-    return _C._create_process_group(host, rank, world_size, force_staging=_force_staging())
+    return _C._create_process_group(host, rank, world_size, force_staging=_force_staging(), store=store)
 
 
 def _force_staging() -> bool:
@@ -74,3 +74,14 @@ def _register() -> None:
     torch.distributed.Backend.register_backend(
         BACKEND_NAME, _create_backend, devices=["cpu", "infini"]
     )
+
+
+def infini_ccl_status(group=None) -> tuple[bool, str]:
+    """Whether ``all_reduce`` on ``group``'s infini tensors runs on InfiniCCL
+    (where its backend implements it), and if not, why: this build has no
+    InfiniCCL, or InfiniCCL could not create a communicator from a unique id
+    (its MPI backend cannot). Other collectives always run on gloo."""
+    dist = torch.distributed
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    used, why = _C._process_group_infini_ccl(pg._get_backend(torch.device("infini")))
+    return bool(used), str(why)

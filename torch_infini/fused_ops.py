@@ -10,15 +10,21 @@ device (CPU included), with autograd formulas:
   positions and the rest are 0 (InfiniOps ``CausalSoftmax``, a decoder's masked
   attention scores with a KV cache of ``total_len - seq_len`` positions).
 
-They are composed of ATen operators, so they run wherever those do (on the Infini
-stack, on the InfiniOps kernels that serve their parts; calling the fused InfiniOps
-kernels themselves is not done yet).
+On the Infini stack they run on InfiniOps' own ``Swiglu``, ``SiluAndMul`` (``Swiglu``
+over the input's halves where the pin lacks it) and ``CausalSoftmax`` where the pin
+compiles them in and serves the call (dtype, shapes: see ``python -m torch_infini
+--ops``); everywhere else (CPU, the host runtime, a call InfiniOps does not serve,
+torch.compile's tracing) they are composed of ATen operators. The autograd formulas
+are the same either way. ``F.rms_norm`` likewise runs on InfiniOps' ``RmsNorm``
+(csrc/ops/fused.cpp).
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+from . import _C
 
 _LIB = torch.library.Library("infini", "DEF")  # noqa: TOR901  (kept alive with the module)
 _LIB.define("swiglu(Tensor input, Tensor gate) -> Tensor")
@@ -47,8 +53,21 @@ def _causal_softmax(x: Tensor) -> Tensor:
     return torch.softmax(masked, dim=-1)
 
 
+def _on_device(name: str, composed):
+    """The infini kernel of ``torch.ops.infini.<name>``: the provider's fused
+    kernel where it serves the call, else the composition."""
+
+    def kernel(*args: Tensor) -> Tensor:
+        out = _C._fused_kernel(name, list(args))
+        return composed(*args) if out is None else out
+
+    kernel.__name__ = f"_{name}_infini"
+    return kernel
+
+
 for _name, _fn in (("swiglu", _swiglu), ("silu_and_mul", _silu_and_mul), ("causal_softmax", _causal_softmax)):
     _LIB.impl(_name, _fn, "CompositeExplicitAutograd")
+    _LIB.impl(_name, _on_device(_name, _fn), "PrivateUse1")
 
 
 def _silu_grad(g: Tensor) -> Tensor:

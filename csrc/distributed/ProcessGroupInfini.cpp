@@ -157,13 +157,22 @@ Options with_host_reduction(Options opts, const HostReduction& r) {
 }  // namespace
 
 ProcessGroupInfini::ProcessGroupInfini(c10::intrusive_ptr<c10d::Backend> host,
-                                       int rank, int size, bool force_staging)
+                                       int rank, int size, bool force_staging,
+                                       c10::intrusive_ptr<c10d::Store> store)
     : c10d::Backend(rank, size),
       host_(std::move(host)),
       direct_(!force_staging && runtime::provider().capabilities().host_addressable),
       comm_streams_(static_cast<size_t>(device_count())),
       queue_(std::make_unique<StagedQueue>()) {
   TORCH_CHECK(host_, "infini process group: no host backend");
+  if (!CclCommunicator::compiled()) {
+    ccl_status_ = "this build has no InfiniCCL (build with INFINI_CCL_PREFIX set)";
+  } else if (!store) {
+    ccl_status_ = "no c10d Store to exchange InfiniCCL's unique id through";
+  } else {
+    // Every rank of the group reaches here (the backend is created on each).
+    ccl_ = CclCommunicator::create(store, "infini", rank, size, &ccl_status_);
+  }
 }
 
 ProcessGroupInfini::~ProcessGroupInfini() {
@@ -295,6 +304,18 @@ Work ProcessGroupInfini::allreduce(std::vector<at::Tensor>& tensors,
   auto device = device_of("allreduce", tensors);
   if (!device) {
     return track(host_->allreduce(tensors, opts));
+  }
+  if (ccl_ && tensors.size() == 1 &&
+      CclCommunicator::all_reduce_serves(tensors[0], opts.reduceOp)) {
+    // On InfiniCCL, in place, queued on the current stream: the Work is
+    // complete once the stream has passed it.
+    const c10::Stream stream = current_stream(device->index());
+    ccl_->all_reduce(tensors[0], opts.reduceOp, stream);
+    auto done = std::make_shared<c10::Event>(kInfini);
+    done->record(stream);
+    auto work = c10::make_intrusive<InfiniWork>(rank_, OpType::ALLREDUCE, tensors, *device);
+    work->complete(std::move(done), rank_);
+    return track(work);
   }
   const HostReduction reduction = host_reduction("allreduce", opts.reduceOp, tensors);
   auto job = new_job(*device, tensors, reduction.scales());
@@ -628,8 +649,10 @@ void ProcessGroupInfini::shutdown() {
 }
 
 c10::intrusive_ptr<c10d::Backend> create_process_group(
-    c10::intrusive_ptr<c10d::Backend> host, int rank, int size, bool force_staging) {
-  return c10::make_intrusive<ProcessGroupInfini>(std::move(host), rank, size, force_staging);
+    c10::intrusive_ptr<c10d::Backend> host, int rank, int size, bool force_staging,
+    c10::intrusive_ptr<c10d::Store> store) {
+  return c10::make_intrusive<ProcessGroupInfini>(std::move(host), rank, size, force_staging,
+                                                 std::move(store));
 }
 
 }  // namespace torch_infini::distributed

@@ -21,6 +21,9 @@
 #include <string>
 #include <vector>
 
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "distributed/InfiniCCL.h"
 #include "distributed/StagedCollective.h"
 
 namespace torch_infini::distributed {
@@ -29,14 +32,21 @@ class ProcessGroupInfini final : public c10d::Backend {
  public:
   // `force_staging`: copy through pinned host buffers even where the device
   // memory is host-addressable (where it is, gloo otherwise works in place).
+  // `store`: where InfiniCCL's unique id is exchanged, in builds with
+  // InfiniCCL (null: gloo only).
   ProcessGroupInfini(c10::intrusive_ptr<c10d::Backend> host, int rank, int size,
-                     bool force_staging);
+                     bool force_staging,
+                     c10::intrusive_ptr<c10d::Store> store = {});
   ~ProcessGroupInfini() override;
 
   const std::string getBackendName() const override { return "infini"; }
   // Whether infini data goes through pinned staging copies (else gloo works
   // in place on host aliases of the device memory, where it can).
   bool stages() const { return !direct_; }
+  // Whether collectives run on InfiniCCL where it implements them, and if
+  // not, why ("" when they do).
+  bool uses_infini_ccl() const { return ccl_ != nullptr; }
+  const std::string& infini_ccl_status() const { return ccl_status_; }
   bool supportsCoalescing() const override { return true; }
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
@@ -117,7 +127,9 @@ class ProcessGroupInfini final : public c10d::Backend {
   c10::Stream comm_stream(c10::DeviceIndex device);
 
   c10::intrusive_ptr<c10d::Backend> host_;
-  const bool direct_;  // host collectives in place on host-addressable device memory
+  const bool direct_;
+  std::unique_ptr<CclCommunicator> ccl_;  // null: every collective on gloo
+  std::string ccl_status_;  // host collectives in place on host-addressable device memory
 
   std::mutex streams_mutex_;
   std::vector<std::optional<c10::Stream>> comm_streams_;
@@ -132,6 +144,7 @@ class ProcessGroupInfini final : public c10d::Backend {
 
 // For torch_infini.distributed's backend creator.
 c10::intrusive_ptr<c10d::Backend> create_process_group(
-    c10::intrusive_ptr<c10d::Backend> host, int rank, int size, bool force_staging);
+    c10::intrusive_ptr<c10d::Backend> host, int rank, int size, bool force_staging,
+    c10::intrusive_ptr<c10d::Store> store = {});
 
 }  // namespace torch_infini::distributed

@@ -112,13 +112,24 @@ bool on_infini(const c10::IValue& value) {
   return value.isDevice() && value.toDevice().type() == kInfini;
 }
 
+// One counted call in progress. The innermost one on each thread is known,
+// so that what happens inside it can correct its kind: a call of the generic
+// kernel (registered for the operator, so "native" by its route) that went
+// through the CPU fallback or was refused is counted as that only, and a
+// kernel that served the call otherwise than its route says (a fused
+// InfiniOps kernel behind a composite operator, a composition behind a
+// registered kernel) says what it did.
 struct CallContext final : at::ObserverContext {
-  CallContext(c10::OperatorName op, Kind kind)
-      : op(std::move(op)), kind(kind), start(now_ns()) {}
+  CallContext(c10::OperatorName op, Kind kind, CallContext* outer)
+      : op(std::move(op)), kind(kind), start(now_ns()), outer(outer) {}
   c10::OperatorName op;
   Kind kind;
   uint64_t start;
+  CallContext* outer;
+  bool superseded = false;  // counted as fallback or unsupported instead
 };
+
+thread_local CallContext* innermost = nullptr;
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (in_fallback) {
@@ -137,9 +148,11 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (route == Route::kBoxedFallback) {
     return nullptr;
   }
-  return std::make_unique<CallContext>(
+  auto context = std::make_unique<CallContext>(
       std::move(*name),
-      route == Route::kNative ? Kind::kNative : Kind::kComposite);
+      route == Route::kNative ? Kind::kNative : Kind::kComposite, innermost);
+  innermost = context.get();
+  return context;
 }
 
 void on_end(const at::RecordFunction& /*fn*/, at::ObserverContext* context) {
@@ -147,7 +160,17 @@ void on_end(const at::RecordFunction& /*fn*/, at::ObserverContext* context) {
     return;
   }
   auto* call = static_cast<CallContext*>(context);
-  record(call->op, call->kind, now_ns() - call->start);
+  if (innermost == call) {
+    innermost = call->outer;
+  }
+  if (!call->superseded) {
+    record(call->op, call->kind, now_ns() - call->start);
+  }
+}
+
+// The innermost call in progress on this thread if it is one of `op`.
+CallContext* current_call_of(const c10::OperatorName& op) {
+  return innermost != nullptr && innermost->op == op ? innermost : nullptr;
 }
 
 struct Recorder {
@@ -173,6 +196,13 @@ const char* kind_name(Kind kind) {
 }
 
 void record(const c10::OperatorName& op, Kind kind, uint64_t nanoseconds) {
+  if (kind == Kind::kFallback || kind == Kind::kUnsupported) {
+    // The generic kernel's call that fell back (or was refused) is counted
+    // as that, not also as a native call.
+    if (CallContext* call = current_call_of(op)) {
+      call->superseded = true;
+    }
+  }
   auto& t = table();
   std::lock_guard<std::mutex> guard(t.mutex);
   Counter& counter = t.counters[op][static_cast<size_t>(kind)];
@@ -215,6 +245,12 @@ std::vector<Entry> snapshot() {
     return a.op < b.op;
   });
   return entries;
+}
+
+void served_as(const c10::OperatorName& op, Kind kind) {
+  if (CallContext* call = current_call_of(op)) {
+    call->kind = kind;
+  }
 }
 
 void reset() {

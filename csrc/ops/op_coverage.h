@@ -34,7 +34,14 @@ struct Entry {
   uint64_t nanoseconds = 0;  // host time, inclusive of nested operators
 };
 
+// A fallback or unsupported record made inside the counted call of the same
+// operator (the generic kernel's) replaces that call's native count.
 void record(const c10::OperatorName& op, Kind kind, uint64_t nanoseconds);
+
+// The counted call of `op` in progress on this thread, if any, ran as `kind`
+// (a fused kernel serving a composite operator: kNative; a kernel that
+// composed the call from other operators: kComposite).
+void served_as(const c10::OperatorName& op, Kind kind);
 
 // The record, sorted by kind, then by time spent (most first).
 std::vector<Entry> snapshot();

@@ -14,11 +14,11 @@ void bind_distributed(pybind11::module& m) {
   m.def(
       "_create_process_group",
       [](const c10::intrusive_ptr<c10d::Backend>& host, int rank, int size,
-         bool force_staging) {
-        return distributed::create_process_group(host, rank, size, force_staging);
+         bool force_staging, const c10::intrusive_ptr<c10d::Store>& store) {
+        return distributed::create_process_group(host, rank, size, force_staging, store);
       },
       pybind11::arg("host_backend"), pybind11::arg("rank"), pybind11::arg("size"),
-      pybind11::arg("force_staging") = false,
+      pybind11::arg("force_staging") = false, pybind11::arg("store") = nullptr,
       pybind11::call_guard<pybind11::gil_scoped_release>(),
       "The infini c10d backend over `host_backend` (a CPU backend such as gloo).");
   m.def(
@@ -31,6 +31,16 @@ void bind_distributed(pybind11::module& m) {
       },
       "Whether the infini backend copies through pinned staging buffers (else "
       "gloo works in place on the host-addressable device memory).");
+  m.def(
+      "_process_group_infini_ccl",
+      [](const c10::intrusive_ptr<c10d::Backend>& backend) {
+        const auto* infini = dynamic_cast<const distributed::ProcessGroupInfini*>(backend.get());
+        TORCH_CHECK(infini != nullptr, "not an infini process group backend: ",
+                    backend->getBackendName());
+        return pybind11::make_tuple(infini->uses_infini_ccl(), infini->infini_ccl_status());
+      },
+      "(whether all_reduce runs on InfiniCCL where it can, why not).");
+  m.def("_infini_ccl_compiled", &distributed::CclCommunicator::compiled);
 }
 
 }  // namespace torch_infini

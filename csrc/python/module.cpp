@@ -14,6 +14,7 @@
 #include "ops/aten_registry.h"
 #include "ops/fallback.h"
 #include "ops/fallback_policy.h"
+#include "ops/fused.h"
 #include "ops/op_coverage.h"
 #include "profiler/device_trace.h"
 #include "python/distributed_bindings.h"
@@ -188,6 +189,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_coverage", &coverage_entries,
         "Every operator called on infini tensors: kind, calls, host time.");
   m.def("_coverage_reset", &ops::coverage::reset);
+  m.def("_fused_kernel", &ops::run_fused_custom_op,
+        "torch.ops.infini.<name> on the provider's fused kernel, or None "
+        "where it has none for the call (torch_infini.fused_ops).");
   m.def("_coverage_start_recording", &ops::coverage::start_recording);
   m.def("_coverage_stop_recording", &ops::coverage::stop_recording);
   m.def("_coverage_recording", &ops::coverage::recording);

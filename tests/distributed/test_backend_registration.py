@@ -32,6 +32,13 @@ def test_init_process_group_without_backend_picks_infini(tmp_path):
         assert dist.get_backend_config() == "infini:infini", dist.get_backend_config()
         pg = dist.distributed_c10d._get_default_group()
         assert pg._get_backend(torch.device("infini")).name() == "infini"
+        # InfiniCCL: all_reduce on it, or the reason it is not (this build has
+        # none; its MPI backend cannot make a communicator from a unique id).
+        used, why = torch_infini.distributed.infini_ccl_status()
+        if torch_infini._C._infini_ccl_compiled():
+            assert used != bool(why), (used, why)
+        else:
+            assert (used, why) == (False, "this build has no InfiniCCL (build with INFINI_CCL_PREFIX set)")
         try:
             dist.all_gather_into_tensor(torch.empty(4), x)
         except RuntimeError as e:

@@ -6,11 +6,15 @@ buffer (BatchNorm running statistics included) matches the CPU's; the same
 under torch.autocast bfloat16. The decoders also generate greedily.
 
 transformers models are built from tiny configs with random weights (no
-download). Runs with the CPU fallback off: everything is native."""
+download). On the host runtime the CPU fallback is off: everything is native.
+On the Infini stack, where InfiniOps serves a few operators, it is on: there
+the suite checks that the models match the CPU with what InfiniOps computes
+(tools/model_op_coverage.py lists which operators those are)."""
 
 from __future__ import annotations
 
 import copy
+import warnings
 
 import pytest
 import torch
@@ -24,8 +28,17 @@ transformers = pytest.importorskip("transformers")
 
 
 @pytest.fixture(autouse=True)
-def _native_only(native_only):
-    """Everything native: the opt-in CPU fallback off."""
+def _fallback_policy():
+    """The opt-in CPU fallback off on the host runtime (everything native),
+    on on the Infini stack (restored after the test)."""
+    from torch_infini import fallback
+
+    was = fallback.is_enabled()
+    (fallback.disable if on_host() else fallback.enable)()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the fallback's once-per-operator warning
+        yield
+    (fallback.enable if was else fallback.disable)()
 
 
 def _tokens(seed: int, *shape: int) -> torch.Tensor:

@@ -13,8 +13,10 @@
 
 #include "runtime/infini/infini_aten.h"
 #include "runtime/infini/infini_common.h"
+#include "runtime/infini/infini_fused.h"
 #include "runtime/infini/infini_provider.h"
 #include "runtime/infini/operator_cache.h"
+#include "runtime/fused_kernels.h"
 #include "runtime/kernels.h"
 
 namespace torch_infini::runtime::infini {
@@ -219,9 +221,28 @@ void launch_cast(InfiniProvider& provider, int device, StreamHandle stream,
 
 namespace {
 
+// InfiniOps' fused operators (infini_fused.cpp) for ops/fused.cpp.
+class InfiniFusedKernels final : public FusedKernels {
+ public:
+  explicit InfiniFusedKernels(InfiniProvider& provider) : provider_(provider) {}
+
+  std::string unsupported(const FusedArgs& args) const override {
+    return fused_unsupported(provider_, args);
+  }
+
+  void launch(int device, StreamHandle stream, const FusedArgs& args) override {
+    launch_fused(provider_, device, stream, args);
+  }
+
+ private:
+  InfiniProvider& provider_;
+};
+
 class InfiniKernels final : public OpKernels {
  public:
-  explicit InfiniKernels(InfiniProvider& provider) : provider_(provider) {
+  explicit InfiniKernels(InfiniProvider& provider)
+      : provider_(provider), fused_(provider) {
+    set_fused_kernels(&fused_);
     // InfiniOps' elementwise kernels cover its AllTypes (floating and integer
     // types); whether Add has an implementation on the selected backend is
     // asked of InfiniOps itself.
@@ -259,6 +280,43 @@ class InfiniKernels final : public OpKernels {
         /*strided=*/true,
         "host-prepared buffer copied with InfiniRT Memcpy (no InfiniOps "
         "fill)"});
+    // The fused operators that have no ATen operator of their own.
+    const struct {
+      FusedOp op;
+      const char* entry;
+      std::vector<c10::ScalarType> dtypes;
+    } fused[] = {
+        {FusedOp::kRmsNorm,
+         "aten::rms_norm (F.rms_norm over the last dimension, with a weight "
+         "of the input's dtype)",
+         {c10::ScalarType::Float, c10::ScalarType::Half,
+          c10::ScalarType::BFloat16}},
+        {FusedOp::kSwiglu, "infini::swiglu (same shapes and dtype)",
+         floating_dtypes()},
+        {FusedOp::kSiluAndMul, "infini::silu_and_mul", floating_dtypes()},
+        {FusedOp::kCausalSoftmax, "infini::causal_softmax",
+         {c10::ScalarType::Float, c10::ScalarType::Half,
+          c10::ScalarType::BFloat16}},
+    };
+    for (const auto& f : fused) {
+      if (fused_kernel_present(provider, f.op)) {
+        support_.push_back(OpSupport{
+            f.entry, f.dtypes, /*alpha=*/false, /*broadcast=*/false,
+            /*strided=*/true,
+            std::string("infini::ops::") +
+                (f.op == FusedOp::kSiluAndMul &&
+                         !has_implementation(
+                             provider.device_type(),
+#ifdef TORCH_INFINI_OPS_SILUANDMUL_DEVICE_MASK
+                             TORCH_INFINI_OPS_SILUANDMUL_DEVICE_MASK
+#else
+                             0
+#endif
+                             )
+                     ? "Swiglu (over the input's halves)"
+                     : fused_op_name(f.op))});
+      }
+    }
     for (auto make : {&gemm_servers, &pointwise_servers, &cat_servers}) {
       for (auto& server : make(provider, support_)) {
         servers_.push_back(std::move(server));
@@ -324,6 +382,7 @@ class InfiniKernels final : public OpKernels {
 
  private:
   InfiniProvider& provider_;
+  InfiniFusedKernels fused_;
   std::vector<OpSupport> support_;
   std::vector<AtenServer> servers_;
   std::unordered_map<std::string, const AtenServer*> by_overload_;
