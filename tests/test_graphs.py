@@ -270,10 +270,16 @@ def test_forked_stream_joins_the_capture():
 def test_unjoined_fork_fails_capture_end():
     x = torch.ones(4, device=DEV)
     x.mul_(1)
+    # Streams come from a round-robin pool (as CUDA's do): after enough
+    # Stream() calls the side stream could be the capture stream itself, so
+    # the capture stream is given explicitly and distinct.
     side = torch.infini.Stream()
+    capture = torch.infini.Stream()
+    while capture == side:
+        capture = torch.infini.Stream()
     g = torch.infini.InfiniGraph()
     with pytest.raises(RuntimeError, match="unjoined"):
-        with torch.infini.graph(g):
+        with torch.infini.graph(g, stream=capture):
             side.wait_stream(torch.infini.current_stream())
             with torch.infini.stream(side):
                 x.mul_(2)
