@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import torch_infini  # noqa: F401
-from infini_testing import hold, on_host
+from infini_testing import drain_async_errors, hold, on_host
 
 DEV = torch.device("infini:0")
 
@@ -30,21 +30,11 @@ def fail_async() -> None:
     x.index_select(0, bad)
 
 
-def drain() -> None:
-    """Report (and so clear) whatever asynchronous error is left."""
-    for _ in range(4):
-        try:
-            torch.infini.synchronize()
-            return
-        except RuntimeError:
-            pass
-
-
 @pytest.fixture(autouse=True)
 def _no_error_left_behind():
-    drain()
+    drain_async_errors()
     yield
-    drain()
+    drain_async_errors()
 
 
 def test_the_failing_kernel_fails_asynchronously():

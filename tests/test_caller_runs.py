@@ -18,7 +18,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_infini  # noqa: F401
-from infini_testing import hold, on_host
+from infini_testing import drain_async_errors, hold, on_host
 
 DEV = torch.device("infini:0")
 
@@ -41,20 +41,11 @@ def chain(x: torch.Tensor, steps: int, sync_every: int) -> torch.Tensor:
     return x
 
 
-def drain() -> None:
-    for _ in range(4):
-        try:
-            torch.infini.synchronize()
-            return
-        except RuntimeError:
-            pass
-
-
 @pytest.fixture(autouse=True)
 def _no_error_left_behind():
-    drain()
+    drain_async_errors()
     yield
-    drain()
+    drain_async_errors()
 
 
 @pytest.mark.parametrize("sync_every", [1, 3, 17])

@@ -366,6 +366,23 @@ void queue_call(const Plan& plan, const c10::OperatorHandle& op,
   }
 }
 
+// Queues the call with its outputs laid out by a meta run (the Infini
+// stack's calls, and the host runtime's first calls during a capture). A
+// call the meta run refuses raises CPU's own error for it.
+void queue_call_laid_out_by_meta(const Plan& plan,
+                                 const c10::OperatorHandle& op,
+                                 c10::Device device,
+                                 c10::ArrayRef<c10::IValue> args,
+                                 torch::jit::Stack* stack) {
+  std::shared_ptr<const Layouts> layouts;
+  try {
+    layouts = output_layouts(plan, op, args);
+  } catch (const std::exception&) {
+    raise_cpu_error(op, args, std::current_exception());
+  }
+  queue_call(plan, op, device, *layouts, stack);
+}
+
 void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
                  torch::jit::Stack* stack) {
   const Plan& plan = plan_of(op);
@@ -384,13 +401,7 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
       // here (outside a capture the direct run raises them), the metadata
       // of a first call from a meta run.
       check_overlaps(plan, args);
-      std::shared_ptr<const Layouts> layouts;
-      try {
-        layouts = output_layouts(plan, op, args);
-      } catch (const std::exception&) {
-        raise_cpu_error(op, args, std::current_exception());
-      }
-      queue_call(plan, op, device, *layouts, stack);
+      queue_call_laid_out_by_meta(plan, op, device, args, stack);
       return;
     }
     if (plan.sync_reason.empty() && !needs_direct_run(plan, args)) {
@@ -444,14 +455,7 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
         "turn on the CPU fallback (TORCH_INFINI_CPU_FALLBACK=1) or use the host ",
         "runtime (TORCH_INFINI_PROVIDER=host)");
   }
-  std::shared_ptr<const Layouts> layouts;
-  try {
-    layouts = output_layouts(plan, op, args);
-  } catch (const std::exception&) {
-    // The meta run refused the call: raise CPU's own error for it.
-    raise_cpu_error(op, args, std::current_exception());
-  }
-  queue_call(plan, op, device, *layouts, stack);
+  queue_call_laid_out_by_meta(plan, op, device, args, stack);
 }
 
 }  // namespace
