@@ -79,9 +79,11 @@ class TaskScope {
         state_(c10::AutogradState::get_tls_state()),
         grad_mode_(state_.get_grad_mode()),
         inference_mode_(state_.get_inference_mode()),
-        fw_grad_mode_(state_.get_fw_grad_mode()),
-        record_functions_(at::get_record_function_tls_()) {
-    at::set_record_function_tls_(at::RecordFunctionTLS());
+        fw_grad_mode_(state_.get_fw_grad_mode()) {
+    if (at::hasThreadLocalCallbacks()) {  // a copy only under a profiler
+      record_functions_.emplace(at::get_record_function_tls_());
+      at::set_record_function_tls_(at::RecordFunctionTLS());
+    }
     state_.set_grad_mode(true);
     state_.set_inference_mode(false);
     state_.set_fw_grad_mode(true);
@@ -89,7 +91,9 @@ class TaskScope {
   }
   ~TaskScope() {
     --caller_task_scopes;
-    at::set_record_function_tls_(record_functions_);
+    if (record_functions_) {
+      at::set_record_function_tls_(*record_functions_);
+    }
     state_.set_grad_mode(grad_mode_);
     state_.set_inference_mode(inference_mode_);
     state_.set_fw_grad_mode(fw_grad_mode_);
@@ -103,7 +107,7 @@ class TaskScope {
   const bool grad_mode_;
   const bool inference_mode_;
   const bool fw_grad_mode_;
-  const at::RecordFunctionTLS record_functions_;  // the caller's, restored
+  std::optional<at::RecordFunctionTLS> record_functions_;  // the caller's
 };
 
 // Intra-op threads of the kernels a stream worker runs (OpenMP's thread
