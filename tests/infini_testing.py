@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+
 import pytest
 import torch
 
@@ -53,6 +56,29 @@ def on_host() -> bool:
     """Whether the built-in host runtime serves the device (its kernels are
     ATen's CPU kernels: results equal CPU's)."""
     return torch_infini.diagnostics()["provider"] == "host"
+
+
+def fallback_env() -> dict[str, str]:
+    """The environment that gives a subprocess fallback_where_unserved()'s
+    policy."""
+    return {} if on_host() else {"TORCH_INFINI_CPU_FALLBACK": "1"}
+
+
+@contextlib.contextmanager
+def fallback_where_unserved():
+    """The opt-in CPU fallback off on the host runtime (everything native) and
+    on on the Infini stack, where InfiniOps serves a few operators; the
+    previous setting is restored afterwards."""
+    from torch_infini import fallback
+
+    was = fallback.is_enabled()
+    (fallback.disable if on_host() else fallback.enable)()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # the fallback's once-per-operator warning
+            yield
+    finally:
+        (fallback.enable if was else fallback.disable)()
 
 
 def to_device(value):

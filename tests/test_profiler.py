@@ -18,13 +18,23 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 import torch_infini
 from conftest import run_python
-from infini_testing import on_host
+from infini_testing import fallback_env, fallback_where_unserved, on_host
 
 ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 # The profiler's operator times come from a cycle counter converted to wall
 # time by a linear fit; device times are read from the wall clock. The two
 # agree to well under this (microseconds), which only absorbs that rounding.
 CLOCK_SLACK_US = 20.0
+
+
+
+@pytest.fixture(autouse=True)
+def _fallback_policy():
+    """On the Infini stack InfiniOps serves few of the model's operators
+    (sum, relu at some pins): the rest take the opt-in fallback there."""
+    with fallback_where_unserved():
+        yield
+
 
 needs_host = pytest.mark.skipif(
     not on_host(), reason="device work is timed on the host runtime's workers")
@@ -92,7 +102,7 @@ def test_first_call_of_each_op_recorded_once():
             "counts": {{k: rows[k].count for k in {OPS!r} if k in rows}},
             "device_us": {{k: rows[k].device_time_total for k in {OPS!r} if k in rows}},
         }}))
-    """)
+    """, env=fallback_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["counts"] == {name: 1 for name in OPS}
@@ -196,7 +206,7 @@ def test_legacy_profiler_use_device_gets_device_time():
         rows = {r.key: r for r in prof.key_averages()}
         print(json.dumps({k: [rows[k].count, rows[k].device_time_total]
                           for k in ["aten::addmm", "aten::relu", "aten::sum", "aten::item"]}))
-    """)
+    """, env=fallback_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     # Before the stubs were registered, every operator's start raised inside
     # the profiler's callback ("INTERNAL ASSERT FAILED" warnings).

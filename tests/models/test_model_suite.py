@@ -14,14 +14,13 @@ the suite checks that the models match the CPU with what InfiniOps computes
 from __future__ import annotations
 
 import copy
-import warnings
 
 import pytest
 import torch
 from torch import nn
 
 from conv_models import SequenceClassifier, TinyConvNeXt, TinyMobileNetV3, TinyResNet
-from infini_testing import DEV, on_host
+from infini_testing import DEV, fallback_where_unserved, on_host
 from transformer_models import tiny_bert, tiny_gpt2, tiny_llama, tiny_t5, tiny_vit
 
 transformers = pytest.importorskip("transformers")
@@ -29,16 +28,8 @@ transformers = pytest.importorskip("transformers")
 
 @pytest.fixture(autouse=True)
 def _fallback_policy():
-    """The opt-in CPU fallback off on the host runtime (everything native),
-    on on the Infini stack (restored after the test)."""
-    from torch_infini import fallback
-
-    was = fallback.is_enabled()
-    (fallback.disable if on_host() else fallback.enable)()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # the fallback's once-per-operator warning
+    with fallback_where_unserved():
         yield
-    (fallback.enable if was else fallback.disable)()
 
 
 def _tokens(seed: int, *shape: int) -> torch.Tensor:
