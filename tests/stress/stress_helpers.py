@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 
@@ -20,3 +21,25 @@ class Deadline:
 
     def left(self) -> bool:
         return time.monotonic() < self.end
+
+
+def run_threads(target, count: int) -> list:
+    """Runs target(k) for k in range(count), each on its own thread, bounded
+    in time; returns their results, and fails with every thread's error."""
+    results: list = [None] * count
+    errors: list = []
+
+    def wrap(k):
+        try:
+            results[k] = target(k)
+        except BaseException as e:  # reported below, with the thread's index
+            errors.append((k, e))
+
+    threads = [threading.Thread(target=wrap, args=(k,), daemon=True) for k in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+        assert not t.is_alive(), "a thread did not finish in time"
+    assert not errors, errors
+    return results

@@ -10,6 +10,7 @@ import torch
 
 import torch_infini  # noqa: F401
 from infini_testing import hold, on_host
+from stress_helpers import run_threads
 
 DEV = torch.device("infini:0")
 
@@ -28,24 +29,6 @@ def draws(device, generator, count: int) -> list[torch.Tensor]:
     return out
 
 
-def _threads(target, count):
-    errors = []
-
-    def wrap(k):
-        try:
-            target(k)
-        except BaseException as e:
-            errors.append((k, e))
-
-    threads = [threading.Thread(target=wrap, args=(k,), daemon=True) for k in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-        assert not t.is_alive()
-    assert not errors, errors
-
-
 def test_a_generator_per_thread_and_stream_matches_the_cpu():
     results = {}
 
@@ -57,7 +40,7 @@ def test_a_generator_per_thread_and_stream_matches_the_cpu():
         s.synchronize()
         results[k] = [t.cpu() for t in got]
 
-    _threads(work, 4)
+    run_threads(work, 4)
     for k in range(4):
         want = draws("cpu", torch.Generator().manual_seed(1000 + k), 120)
         for g, w in zip(results[k], want):
@@ -83,7 +66,7 @@ def test_the_default_generator_shared_by_threads_hands_out_whole_draws():
         with lock:
             got.extend(t.cpu() for t in mine)
 
-    _threads(work, threads)
+    run_threads(work, threads)
     cpu = torch.Generator().manual_seed(77)
     want = [torch.rand(size, generator=cpu) for _ in range(threads * per_thread)]
     key = lambda t: tuple(t.tolist())  # noqa: E731
@@ -119,4 +102,4 @@ def test_state_round_trips_under_concurrent_draws():
             b = torch.randn(50, device=DEV, generator=g)
             assert torch.equal(a.cpu(), b.cpu())
 
-    _threads(work, 4)
+    run_threads(work, 4)

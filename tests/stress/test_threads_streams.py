@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import torch_infini  # noqa: F401
+from stress_helpers import run_threads
 
 # Threads run elementwise arithmetic (sub, ...) that InfiniOps does not all
 # serve; their refusals, raised in the threads, cannot reach the skip hook.
@@ -54,26 +55,6 @@ def chain_on_two_streams(seed: int, steps: int, a: torch.Stream, b: torch.Stream
     b.synchronize()
     a.synchronize()
     return x
-
-
-def run_threads(target, count: int) -> list:
-    results: list = [None] * count
-    errors: list = []
-
-    def wrap(k):
-        try:
-            results[k] = target(k)
-        except BaseException as e:  # reported below, with the thread's index
-            errors.append((k, e))
-
-    threads = [threading.Thread(target=wrap, args=(k,), daemon=True) for k in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-        assert not t.is_alive(), "a thread did not finish in time"
-    assert not errors, errors
-    return results
 
 
 def test_threads_times_streams_with_cross_stream_waits():
