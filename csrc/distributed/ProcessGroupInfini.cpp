@@ -114,38 +114,38 @@ HostReduction host_reduction(const char* op_name, const ReduceOp& op,
   return r;
 }
 
-std::vector<at::Tensor> staged_inputs(StagedJob& job, const std::vector<at::Tensor>& ts) {
+// The host stand-ins of a collective's tensors: inputs copied in (or
+// aliased), outputs copied back after the collective (StagedJob).
+using Stage = at::Tensor (StagedJob::*)(const at::Tensor&);
+
+std::vector<at::Tensor> staged(StagedJob& job, Stage stage,
+                               const std::vector<at::Tensor>& ts) {
   std::vector<at::Tensor> host;
+  host.reserve(ts.size());
   for (const auto& t : ts) {
-    host.push_back(job.input(t));
+    host.push_back((job.*stage)(t));
   }
   return host;
 }
 
-std::vector<std::vector<at::Tensor>> staged_inputs(
-    StagedJob& job, const std::vector<std::vector<at::Tensor>>& lists) {
+std::vector<std::vector<at::Tensor>> staged(
+    StagedJob& job, Stage stage, const std::vector<std::vector<at::Tensor>>& lists) {
   std::vector<std::vector<at::Tensor>> host;
+  host.reserve(lists.size());
   for (const auto& list : lists) {
-    host.push_back(staged_inputs(job, list));
+    host.push_back(staged(job, stage, list));
   }
   return host;
 }
 
-std::vector<at::Tensor> staged_outputs(StagedJob& job, const std::vector<at::Tensor>& ts) {
-  std::vector<at::Tensor> host;
-  for (const auto& t : ts) {
-    host.push_back(job.output(t));
-  }
-  return host;
+template <typename Tensors>
+auto staged_inputs(StagedJob& job, const Tensors& ts) {
+  return staged(job, &StagedJob::input, ts);
 }
 
-std::vector<std::vector<at::Tensor>> staged_outputs(
-    StagedJob& job, const std::vector<std::vector<at::Tensor>>& lists) {
-  std::vector<std::vector<at::Tensor>> host;
-  for (const auto& list : lists) {
-    host.push_back(staged_outputs(job, list));
-  }
-  return host;
+template <typename Tensors>
+auto staged_outputs(StagedJob& job, const Tensors& ts) {
+  return staged(job, &StagedJob::output, ts);
 }
 
 template <typename Options>
