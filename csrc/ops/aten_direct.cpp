@@ -64,15 +64,7 @@ at::Tensor to_device(const at::Tensor& t, c10::Device device) {
 
 }  // namespace
 
-bool needs_direct_run(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
-  for (size_t w : plan.written) {
-    if (args[w].isTensor() &&
-        (at::has_internal_overlap(args[w].toTensor()) ==
-             at::MemOverlap::Yes ||
-         overlaps_others(args, w))) {
-      return true;
-    }
-  }
+bool indexes_by_mask(c10::ArrayRef<c10::IValue> args) {
   for (const c10::IValue& value : args) {
     if (value.isList() && !value.isTensorList()) {  // Tensor?[] indices
       for (const c10::IValue& element : value.toListRef()) {
@@ -83,6 +75,18 @@ bool needs_direct_run(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
     }
   }
   return false;
+}
+
+bool needs_direct_run(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
+  for (size_t w : plan.written) {
+    if (args[w].isTensor() &&
+        (at::has_internal_overlap(args[w].toTensor()) ==
+             at::MemOverlap::Yes ||
+         overlaps_others(args, w))) {
+      return true;
+    }
+  }
+  return indexes_by_mask(args);
 }
 
 std::shared_ptr<const Layouts> run_direct(const Plan& plan,

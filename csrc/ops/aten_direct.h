@@ -22,6 +22,10 @@ namespace torch_infini::ops {
 // is a mask (x[mask], x[mask] = v).
 bool needs_direct_run(const Plan& plan, c10::ArrayRef<c10::IValue> args);
 
+// Whether an index tensor of the call is a mask (x[mask], x[mask] = v): the
+// result's shape, or what is written, depends on the data.
+bool indexes_by_mask(c10::ArrayRef<c10::IValue> args);
+
 // Runs the call on `stack` directly, replacing its arguments with its
 // returns. Returns its outputs' metadata (to cache, for a call that may be
 // queued next time).

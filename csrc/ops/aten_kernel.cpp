@@ -246,23 +246,6 @@ void check_overlaps(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
   }
 }
 
-// Whether an index tensor of the call is a mask (x[mask], x[mask] = v):
-// the result's shape, or what is written, depends on the data.
-bool indexes_by_mask(c10::ArrayRef<c10::IValue> args) {
-  for (const c10::IValue& value : args) {
-    if (value.isList() && !value.isTensorList()) {  // Tensor?[] indices
-      for (const c10::IValue& element : value.toListRef()) {
-        if (element.isTensor() && element.toTensor().defined() &&
-            (element.toTensor().scalar_type() == at::kBool ||
-             element.toTensor().scalar_type() == at::kByte)) {
-          return true;
-        }
-      }
-    }
-  }
-  return false;
-}
-
 // A new output laid out as `r` says, for `device`.
 c10::IValue allocate_result(const ResultLayout& r, c10::Device device,
                             std::vector<at::Tensor>& flat) {
