@@ -168,8 +168,30 @@ def _register_inductor() -> None:
 
         def write_header(self) -> None:
             super().write_header()
+            self.imports.writeline("from torch_infini._C import _empty_strided as empty_strided_infini")
             if _HOST_EXTERNS:
-                self.imports.writeline("from torch_infini._compile import _host_run")
+                # _host_call(kernel, *args, **kwargs) runs the kernel over CPU
+                # aliases of its infini tensors (C++: a Python-level alias
+                # costs more than a small matmul).
+                self.imports.writeline("from torch_infini._C import _host_call")
+
+        def make_allocation(self, name: str, device: torch.device, dtype: torch.dtype, shape: Any,
+                            stride: Any, allocation_shape: Any = None, is_pinned: bool = False) -> str:
+            from torch._inductor import config
+
+            if device.type != "infini" or config.test_configs.track_memory_lifecycle:
+                return super().make_allocation(name, device, dtype, shape, stride, allocation_shape, is_pinned)
+            # Inductor's empty_strided_cpu/_cuda path, for infini (Inductor
+            # writes torch.empty_strided for other devices, ~1 us a buffer
+            # more); -1 is the current device, as device='infini' would be.
+            shape_tuple = self.codegen_python_shape_tuple(shape)
+            allocation = self.codegen_python_shape_tuple(shape if allocation_shape is None else allocation_shape)
+            stride_tuple = self.codegen_python_shape_tuple(stride)
+            index = -1 if device.index is None else device.index
+            out = f"{name} = empty_strided_infini({allocation}, {stride_tuple}, {dtype}, {index})"
+            if shape_tuple != allocation:
+                out += f".as_strided({shape_tuple}, {stride_tuple})"
+            return out
 
         def run_wrapper_ir_passes(self, is_inference: bool) -> None:
             super().run_wrapper_ir_passes(is_inference)
@@ -180,7 +202,7 @@ def _register_inductor() -> None:
             if kernel in _HOST_EXTERNS:
                 # Run on the calling thread, after the stream's work (see _order_host_kernels).
                 args = [kernel, *args]
-                kernel = "_host_run"
+                kernel = "_host_call"
             super()._generate_extern_kernel_out_helper(kernel, out, out_view, args, device, *rest, **kwargs)
 
         def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, *, device: Any = None,
@@ -246,29 +268,6 @@ _SYNC_LINE = "torch.infini.current_stream().synchronize()"
 _HOST_EXTERNS: frozenset[str] = frozenset()
 _HOST_EXTERN_NAMES = ("extern_kernels.mm", "extern_kernels.addmm", "extern_kernels.bmm",
                       "extern_kernels.baddbmm")
-
-
-def _host_view(value: Any) -> Any:
-    """A CPU tensor over the same memory as an infini tensor (the host
-    runtime's device memory is host memory); other values unchanged."""
-    import ctypes
-
-    if not isinstance(value, torch.Tensor) or value.device.type != "infini":
-        return value
-    storage = value.untyped_storage()
-    nbytes = storage.nbytes()
-    if nbytes == 0:
-        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype)
-    raw = (ctypes.c_byte * nbytes).from_address(storage.data_ptr())
-    flat = torch.frombuffer(raw, dtype=torch.uint8).view(value.dtype)
-    return flat.as_strided(value.shape, value.stride(), value.storage_offset())
-
-
-def _host_run(kernel: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-    """Runs an out= extern kernel of a compiled graph on the calling thread
-    over host views of its infini tensors (the stream has drained: the
-    wrapper waited before it). Its result is in ``out``, on infini."""
-    kernel(*map(_host_view, args), **{k: _host_view(v) for k, v in kwargs.items()})
 
 
 def _runs_on_host(line: Any) -> bool:

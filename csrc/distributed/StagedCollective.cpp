@@ -1,12 +1,12 @@
 #include "distributed/StagedCollective.h"
 
 #include <ATen/ops/empty.h>
-#include <ATen/ops/from_blob.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
 
 #include "core/InfiniFunctions.h"
 #include "core/InfiniStream.h"
+#include "ops/common.h"
 #include "runtime/runtime.h"
 
 namespace torch_infini::distributed {
@@ -37,15 +37,9 @@ at::Tensor StagedJob::host_like(const at::Tensor& t) {
   return at::empty(t.sizes(), t.options().device(at::kCPU).pinned_memory(pinned));
 }
 
-at::Tensor StagedJob::host_alias(const at::Tensor& t) {
-  return at::from_blob(
-      t.data_ptr(), t.sizes(), t.strides(), [keep = t](void*) {},
-      t.options().device(at::kCPU));
-}
-
 at::Tensor StagedJob::output(const at::Tensor& t) {
   if (direct) {
-    return host_alias(t);
+    return ops::host_alias(t);
   }
   at::Tensor host = host_like(t);
   copy_backs.emplace_back(t, host);
@@ -54,7 +48,7 @@ at::Tensor StagedJob::output(const at::Tensor& t) {
 
 at::Tensor StagedJob::inout(const at::Tensor& t) {
   if (direct) {
-    return host_alias(t);
+    return ops::host_alias(t);
   }
   at::Tensor host = stage_in(t);
   copy_backs.emplace_back(t, host);

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "distributed/InfiniWork.h"
+#include "ops/common.h"
 
 namespace torch_infini::distributed {
 
@@ -47,7 +48,7 @@ struct StagedJob {
   StagedJob(c10::Device device, bool direct) : device(device), direct(direct) {}
 
   // The host tensor the host collective reads for device tensor `t`.
-  at::Tensor input(const at::Tensor& t) { return direct ? host_alias(t) : stage_in(t); }
+  at::Tensor input(const at::Tensor& t) { return direct ? ops::host_alias(t) : stage_in(t); }
   // The host tensor it writes for `t` (copied back unless direct).
   at::Tensor output(const at::Tensor& t);
   // Both: read and written in place (all_reduce, broadcast, ...).
@@ -57,8 +58,6 @@ struct StagedJob {
   static at::Tensor stage_in(const at::Tensor& t);
   // An uninitialized pinned host tensor with `t`'s shape and dtype.
   static at::Tensor host_like(const at::Tensor& t);
-  // A CPU tensor over `t`'s device memory (keeping `t` alive).
-  static at::Tensor host_alias(const at::Tensor& t);
 
   c10::Device device;
   bool direct;

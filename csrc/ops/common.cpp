@@ -1,9 +1,20 @@
 #include "ops/common.h"
 
+#include <ATen/ops/from_blob.h>
+
 #include "core/InfiniFunctions.h"
 #include "core/InfiniStream.h"
 
 namespace torch_infini::ops {
+
+at::Tensor host_alias(const at::Tensor& t) {
+  at::Tensor alias = at::from_blob(
+      t.data_ptr(), t.sizes(), t.strides(), [keep = t.storage()](void*) {},
+      t.options().device(at::kCPU));
+  alias._set_conj(t.is_conj());
+  alias._set_neg(t.is_neg());
+  return alias;
+}
 
 runtime::TensorArg arg_of(const at::Tensor& t) {
   runtime::TensorArg arg;

@@ -22,6 +22,12 @@ runtime::TensorArg arg_of(const at::Tensor& t);
 // broadcast dimensions), without creating an at::Tensor.
 runtime::TensorArg broadcast_arg(const at::Tensor& t, at::IntArrayRef sizes);
 
+// A CPU tensor over the memory of infini tensor `t` (same sizes, strides,
+// dtype, conjugate and negative bits), keeping `t`'s storage alive. Only for
+// providers whose device memory the host can address; the caller orders its
+// use against the stream's work.
+at::Tensor host_alias(const at::Tensor& t);
+
 // The provider handle of the current stream of `device`.
 runtime::StreamHandle current_native_stream(c10::DeviceIndex device);
 

@@ -17,6 +17,7 @@
 #include "ops/fused.h"
 #include "ops/op_coverage.h"
 #include "profiler/device_trace.h"
+#include "python/compile_bindings.h"
 #include "python/distributed_bindings.h"
 #include "python/graph_bindings.h"
 #include "python/gil.h"
@@ -138,6 +139,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   register_hooks();
   // After every static registration of the infini kernels, which it keeps.
   ops::register_generic_aten_kernels();
+  bind_compile(m);
   bind_distributed(m);
   bind_graphs(m);
 
