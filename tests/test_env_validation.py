@@ -54,6 +54,7 @@ MALFORMED = [
     ("TORCH_INFINI_CPU_FALLBACK", "yes", ["1 (on) or 0 (off)"]),
     ("TORCH_INFINI_CPU_FALLBACK", "banana", ["1 (on) or 0 (off)"]),
     ("TORCH_INFINI_WORKER_THREADS", "0", ["integer from 1 to 4096"]),
+    ("TORCH_INFINI_AUTOGRAD_DEVICE_THREADS", "yes", ["1 (on) or 0 (off)"]),
 ]
 
 FIRST_USES = {"TORCH_INFINI_ALLOC_CONF": ("tensor",), "TORCH_INFINI_CPU_FALLBACK": ("fallback",),
@@ -68,6 +69,7 @@ WELL_FORMED = {
     "fallback_on": ({"TORCH_INFINI_CPU_FALLBACK": "1"}, {"device_count": 1, "fallback": True}),
     "caching_off": ({"TORCH_INFINI_ALLOC_CONF": "caching:0"}, {"device_count": 1, "fallback": False}),
     "one_worker_thread": ({"TORCH_INFINI_WORKER_THREADS": "1"}, {"device_count": 1, "fallback": False}),
+    "autograd_device_threads": ({"TORCH_INFINI_AUTOGRAD_DEVICE_THREADS": "1"}, {"device_count": 1, "fallback": False}),
 }
 
 

@@ -64,6 +64,7 @@ try:
     from . import distributed
     from . import fallback
     from . import fused_ops  # torch.ops.infini.swiglu, silu_and_mul, causal_softmax
+    from . import _autograd
     from . import _compile
     from . import infini as _infini_module
     from . import multiprocessing as _multiprocessing
@@ -100,6 +101,7 @@ if _LOAD_ERROR is None:
         distributed._register()
         _multiprocessing._register()
         fallback._setup_from_environment()
+        _autograd.install()
     except Exception as _error:  # noqa: BLE001
         if not _running_diagnostics():
             raise

@@ -50,6 +50,9 @@ Selection select() {
       "TORCH_INFINI_RT_BACKEND", "",
       {"cpu", "nvidia", "cambricon", "ascend", "metax", "moore", "iluvatar",
        "hygon"});
+  // Read by torch_infini/_autograd.py at import, which must not raise there
+  // (torch's backend autoload would hide the message): validated here.
+  env_switch("TORCH_INFINI_AUTOGRAD_DEVICE_THREADS", false);
   if (s.requested == "host") {
     s.provider = std::make_unique<host::HostProvider>();
     s.reason = "forced by TORCH_INFINI_PROVIDER=host";

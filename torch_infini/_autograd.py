@@ -1,0 +1,57 @@
+"""Where infini's backward runs: on the thread that calls it, where kernels run on the host.
+
+PyTorch's autograd engine runs the backward of a non-CPU device on a thread
+of its own per device index (``pt_autograd_N``), while the calling thread
+waits. On providers whose kernels run on the host (the built-in host runtime,
+InfiniRT's CPU backend), that thread runs CPU kernels itself: the matmuls
+the generic kernel runs directly when the stream is idle, and every C++
+kernel of a compiled backward graph. Each thread that opens an OpenMP
+parallel region gets a team of its own, so the process then holds two teams
+(the caller's and the autograd thread's), more OpenMP threads than cores on
+a small machine. libgomp then cuts its spin-wait short (its "throttled"
+spin count, for every team, for the rest of the process): each parallel
+region wakes its threads through the kernel, and a compiled decoder-block
+forward on the CPU took 1.3 ms instead of 0.25 ms after one infini training
+step (benchmarks/compile.py; docs/host-runtime.md has the figures).
+
+So on those providers the importing thread runs infini's backward itself,
+as the CPU's is run: ``torch.autograd.set_multithreading_enabled(False)``
+for that thread. Results, streams and devices are unchanged (the engine
+guards each node's stream and device wherever it runs); what changes is
+only which thread runs the backward (and ``torch.autograd.
+is_multithreading_enabled()`` reads False there). Other threads keep
+PyTorch's default. ``TORCH_INFINI_AUTOGRAD_DEVICE_THREADS=1`` keeps
+PyTorch's device threads; on accelerator backends that is the default.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import _env
+
+VARIABLE = "TORCH_INFINI_AUTOGRAD_DEVICE_THREADS"
+
+
+def device_threads_by_default() -> bool:
+    """Whether the provider's kernels run off the host (then PyTorch's
+    per-device autograd threads are kept by default)."""
+    from . import _compile
+
+    return not _compile.host_addressable()
+
+
+def install() -> None:
+    """Runs infini's backward on the importing thread unless kept on
+    PyTorch's autograd device threads (see the module's docstring)."""
+    try:
+        # The provider's start validates the variable too: a malformed value
+        # (or a provider that cannot start) makes every device use raise,
+        # naming it, and there is then no infini backward to place. Raising
+        # here instead would fail torch's backend autoload with a message
+        # of its own.
+        keep = _env.switch(VARIABLE, default=device_threads_by_default())
+    except RuntimeError:
+        return
+    if not keep:
+        torch._C._set_multithreading_enabled(False)
