@@ -77,12 +77,30 @@ bool indexes_by_mask(c10::ArrayRef<c10::IValue> args) {
   return false;
 }
 
-bool needs_direct_run(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
-  for (size_t w : plan.written) {
-    if (args[w].isTensor() &&
-        (at::has_internal_overlap(args[w].toTensor()) ==
-             at::MemOverlap::Yes ||
-         overlaps_others(args, w))) {
+bool needs_direct_run(const Plan& plan, c10::ArrayRef<c10::IValue> args,
+                      SameArguments* same) {
+  *same = 0;
+  for (size_t k = 0; k < plan.written.size(); ++k) {
+    const size_t w = plan.written[k];
+    if (!args[w].isTensor()) {
+      continue;
+    }
+    const at::Tensor& out = args[w].toTensor();
+    if (at::has_internal_overlap(out) == at::MemOverlap::Yes) {
+      return true;
+    }
+    bool partial = false;
+    for_each_tensor(args, [&](const at::Tensor& t, size_t i) {
+      if (i == w || partial) {
+        return;
+      }
+      if (t.is_same(out) && k < 4 && i < 16) {
+        *same |= SameArguments{1} << (16 * k + i);
+      } else if (overlaps(out, t)) {
+        partial = true;
+      }
+    });
+    if (partial) {
       return true;
     }
   }

@@ -13,14 +13,18 @@
 
 #include <memory>
 
+#include "ops/aten_layouts.h"
 #include "ops/aten_plan.h"
 
 namespace torch_infini::ops {
 
 // Whether a call must take the direct path whatever the cache says: a
-// written tensor overlaps another argument or itself, or an index tensor
-// is a mask (x[mask], x[mask] = v).
-bool needs_direct_run(const Plan& plan, c10::ArrayRef<c10::IValue> args);
+// written tensor overlaps itself or another argument, other than by being
+// that very tensor (recorded in `*same`: CPU kernels take x.mul_(2), run as
+// mul.out(x, 2, out=x), as they take any in-place call, so it is queued
+// like one), or an index tensor is a mask (x[mask], x[mask] = v).
+bool needs_direct_run(const Plan& plan, c10::ArrayRef<c10::IValue> args,
+                      SameArguments* same);
 
 // Whether an index tensor of the call is a mask (x[mask], x[mask] = v): the
 // result's shape, or what is written, depends on the data.

@@ -105,6 +105,11 @@ Plan make_plan(const c10::OperatorHandle& op) {
   if (plan.written.empty()) {
     plan.out_twin = find_out_twin(schema);
   }
+  plan.returns_only_written = !plan.written.empty();
+  for (size_t i = 0; i < schema.returns().size(); ++i) {
+    plan.returns_only_written =
+        plan.returns_only_written && returns_written(schema, i);
+  }
   return plan;
 }
 
@@ -366,6 +371,36 @@ void queue_call_laid_out_by_meta(const Plan& plan,
   queue_call(plan, op, device, *layouts, stack);
 }
 
+// The layouts, before the call, of its written arguments that are also
+// inputs (`same`), with their indexes in Plan::written.
+std::vector<std::pair<size_t, Layout>> same_written_layouts(
+    const Plan& plan, c10::ArrayRef<c10::IValue> args, SameArguments same) {
+  std::vector<std::pair<size_t, Layout>> layouts;
+  for (size_t k = 0; same != 0 && k < plan.written.size() && k < 4; ++k) {
+    if ((same >> (16 * k)) & 0xffff) {
+      const at::Tensor& t = args[plan.written[k]].toTensor();
+      Layout layout;
+      layout.sizes = t.sizes().vec();
+      layout.strides = t.strides().vec();
+      layouts.emplace_back(k, std::move(layout));
+    }
+  }
+  return layouts;
+}
+
+// Whether the call left those written inputs as they were laid out. One
+// that resizes an input it writes (add.out(x, y, out=x) broadcasting x)
+// is never queued: the queued path resizes its outputs before the kernel
+// runs, so the kernel would read the input resized.
+bool keeps_layouts(const std::vector<std::pair<size_t, Layout>>& before,
+                   const Layouts& learned) {
+  return std::all_of(before.begin(), before.end(), [&](const auto& entry) {
+    const Layout& after = learned[entry.first].tensors.front();
+    return after.sizes == entry.second.sizes &&
+        after.strides == entry.second.strides;
+  });
+}
+
 void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
                  torch::jit::Stack* stack) {
   const Plan& plan = plan_of(op);
@@ -387,15 +422,20 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
       queue_call_laid_out_by_meta(plan, op, device, args, stack);
       return;
     }
-    if (plan.sync_reason.empty() && !needs_direct_run(plan, args)) {
-      if (const auto layouts = find_layouts(plan, args)) {
+    SameArguments same = 0;
+    if (plan.sync_reason.empty() && !needs_direct_run(plan, args, &same)) {
+      std::string key;
+      if (const auto layouts = find_layouts(plan, args, same, &key)) {
         queue_call(plan, op, device, *layouts, stack);
         return;
       }
       // The first call of its kind: CPU's errors and metadata, then cached.
-      std::vector<c10::IValue> key(args.begin(), args.end());
+      const auto before = same_written_layouts(plan, args, same);
       auto learned = run_direct(plan, op, device, stack);
-      remember_layouts(plan, key, std::move(learned));
+      if (!keeps_layouts(before, *learned)) {
+        key.clear();  // resizes an input it writes: always run directly
+      }
+      remember_layouts(std::move(key), std::move(learned));
       return;
     }
     if (capturing) {

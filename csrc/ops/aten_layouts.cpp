@@ -1,5 +1,8 @@
 #include "ops/aten_layouts.h"
 
+#include <array>
+#include <cfloat>
+#include <cmath>
 #include <string>
 #include <unordered_map>
 
@@ -36,6 +39,89 @@ void append_tensor(std::string& key, const at::Tensor& t) {
   key.push_back(static_cast<char>(t.is_conj() | (t.is_neg() << 1)));
   const auto index = t.device().index();
   bytes(key, &index, sizeof(index));
+}
+
+// The class of a floating-point argument's value, for calls whose outputs
+// are inputs they write in place (see writes_only_inputs): what CPU
+// kernels check of such a value, and nothing more, so that x.addcdiv_(a, b,
+// value=v) with a new step size every optimizer step is queued, not run
+// directly each time. The classes: NaN, each infinity, each zero, and
+// otherwise the sign, whether it is integral, and where its magnitude
+// falls against 1 and the limits of converting it to each dtype (int8 to
+// float, bfloat16 and half): a value a conversion would refuse (300 into
+// uint8) or a range check would (a probability above 1, a negative norm)
+// is keyed apart from one it would take.
+uint8_t value_class(double v) {
+  if (std::isnan(v)) {
+    return 0;
+  }
+  if (std::isinf(v)) {
+    return v > 0 ? 1 : 2;
+  }
+  if (v == 0) {
+    return std::signbit(v) ? 4 : 3;
+  }
+  static constexpr std::array<double, 18> limits = {
+      1.0,          127.0,        128.0,         255.0,
+      256.0,        32767.0,      32768.0,       65504.0,  // half's max
+      65535.0,      65536.0,      2147483647.0,  2147483648.0,
+      4294967295.0, 4294967296.0, 9.2233720368547758e18,
+      1.8446744073709552e19,      3.3895313892515355e38,  // bfloat16's max
+      FLT_MAX};
+  const double magnitude = std::fabs(v);
+  size_t bucket = 2 * limits.size();
+  for (size_t i = 0; i < limits.size(); ++i) {
+    if (magnitude <= limits[i]) {
+      bucket = 2 * i + (magnitude == limits[i] ? 1 : 0);
+      break;
+    }
+  }
+  return static_cast<uint8_t>(8 + 4 * bucket + (v < 0 ? 2 : 0) +
+                              (v == std::trunc(v) ? 1 : 0));
+}
+
+// Top-level floating-point arguments keyed by class (value_class): their
+// classes, and how each compares with the others (min <= max).
+struct ValueClasses {
+  bool active = false;
+  std::array<double, 8> values{};
+  size_t count = 0;
+
+  // False where the value is to be keyed exactly.
+  bool append(std::string& key, double v) {
+    if (!active || count == values.size()) {
+      return false;
+    }
+    values[count++] = v;
+    key.push_back('f');
+    key.push_back(static_cast<char>(value_class(v)));
+    return true;
+  }
+
+  void append_order(std::string& key) const {
+    for (size_t i = 0; i < count; ++i) {
+      for (size_t j = i + 1; j < count; ++j) {
+        key.push_back(values[i] < values[j] ? '<'
+                          : values[i] == values[j] ? '=' : '>');
+      }
+    }
+  }
+};
+
+// Whether the call's outputs are all inputs it writes (in place, or an
+// out= that is one of its inputs): their layouts are those inputs', which
+// no floating-point value changes (a call that would resize one runs
+// directly; see keeps_layouts in aten_kernel.cpp).
+bool writes_only_inputs(const Plan& plan, SameArguments same) {
+  if (!plan.returns_only_written) {
+    return false;
+  }
+  for (size_t k = 0; k < plan.written.size(); ++k) {
+    if (plan.written_out[k] && (k >= 4 || ((same >> (16 * k)) & 0xffff) == 0)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 // What the outputs' metadata depends on: every argument's metadata and
@@ -97,15 +183,22 @@ Cache& cache() {
 
 // The key of a call in a per-thread buffer; false when it cannot be keyed.
 bool key_of(const Plan& plan, c10::ArrayRef<c10::IValue> args,
-            std::string& buffer) {
+            SameArguments same, std::string& buffer) {
   buffer.clear();
   const Plan* address = &plan;
   bytes(buffer, &address, sizeof(address));
+  bytes(buffer, &same, sizeof(same));
+  ValueClasses classes;
+  classes.active = writes_only_inputs(plan, same);
   for (const auto& value : args) {
+    if (value.isDouble() && classes.append(buffer, value.toDouble())) {
+      continue;
+    }
     if (!append_key(buffer, value)) {
       return false;
     }
   }
+  classes.append_order(buffer);
   return true;
 }
 
@@ -117,18 +210,24 @@ std::string& buffer() {
 }  // namespace
 
 std::shared_ptr<const Layouts> find_layouts(const Plan& plan,
-                                            c10::ArrayRef<c10::IValue> args) {
-  if (!key_of(plan, args, buffer())) {
+                                            c10::ArrayRef<c10::IValue> args,
+                                            SameArguments same,
+                                            std::string* miss_key) {
+  if (!key_of(plan, args, same, buffer())) {
     return nullptr;
   }
   const auto it = cache().find(buffer());
-  return it == cache().end() ? nullptr : it->second;
+  if (it != cache().end()) {
+    return it->second;
+  }
+  if (miss_key != nullptr) {
+    *miss_key = buffer();
+  }
+  return nullptr;
 }
 
-void remember_layouts(const Plan& plan, c10::ArrayRef<c10::IValue> args,
-                      std::shared_ptr<const Layouts> layouts) {
-  std::string key;
-  if (!key_of(plan, args, key)) {
+void remember_layouts(std::string key, std::shared_ptr<const Layouts> layouts) {
+  if (key.empty()) {
     return;
   }
   if (cache().size() >= kMaxEntries) {

@@ -23,6 +23,8 @@ struct Plan {
   const runtime::AtenOpFamily* family = nullptr;
   std::vector<size_t> written;  // arguments it writes (self_, out=)
   std::vector<bool> written_out;  // per written argument: kwarg-only out=
+  // Every return is a written argument (in-place and out= overloads).
+  bool returns_only_written = false;
   // For a functional overload: its out= twin, which the provider runs into
   // the outputs allocated here; without one, the functional overload runs
   // and its results are copied into them.
