@@ -252,7 +252,6 @@ class HostKernels final : public OpKernels {
     // The profiler has recorded this call once, as the infini operator it
     // is: the CPU kernel run for it here is not a second call.
     at::DisableRecordFunctionGuard not_recorded;
-    KernelThreadsGuard threads;  // a queued kernel's threads
     op.callBoxed(stack);
   }
 

@@ -70,7 +70,8 @@ thread_local int caller_task_scopes = 0;
 // of them (a Python mode would even be entered without the GIL, and the
 // profiler would record the caller's op a second time, inside its kernel).
 // Global RecordFunction callbacks still apply, as they do on the worker.
-// Its OpenMP threads are the worker's too (kernel_intra_op_threads).
+// OpenMP's per-thread settings stay the caller's: its kernels then use the
+// caller's intra-op threads, as CPU eager would (see worker_intra_op_threads).
 class TaskScope {
  public:
   TaskScope()
@@ -107,39 +108,26 @@ class TaskScope {
   const bool inference_mode_;
   const bool fw_grad_mode_;
   std::optional<at::RecordFunctionTLS> record_functions_;  // the caller's
-  KernelThreadsGuard threads_;
 };
 
-}  // namespace
-
-int kernel_intra_op_threads() {
-  static const int threads = [] {  // the pool as the process starts using it
+// Intra-op threads of the kernels a stream worker runs (OpenMP's thread
+// count is per thread, and at::parallel_for and MKL read the calling
+// thread's). A worker runs while its submitter goes on in Python, and each
+// thread that opens a parallel region has its own team of OpenMP threads,
+// which spin for a while after every region: a worker with the full pool
+// beside a submitter with its own oversubscribes the cores, and on two cores
+// a 64x64 softmax then took milliseconds instead of microseconds. So a
+// worker's kernels use the intra-op pool less one thread (the submitter's),
+// at least one; kernels a waiting caller runs itself use the caller's pool,
+// as CPU eager would. TORCH_INFINI_WORKER_THREADS=N sets the count.
+int worker_intra_op_threads() {
+  static const int threads = [] {
     const int pool = std::max(1, at::get_num_threads());
     return static_cast<int>(env_int("TORCH_INFINI_WORKER_THREADS",
                                     std::max(1, pool - 1), 1, 4096));
   }();
   return threads;
 }
-
-KernelThreadsGuard::KernelThreadsGuard() {
-  if (omp_get_max_threads == nullptr || omp_set_num_threads == nullptr) {
-    return;
-  }
-  const int threads = kernel_intra_op_threads();
-  const int current = omp_get_max_threads();
-  if (current != threads) {
-    previous_ = current;
-    omp_set_num_threads(threads);
-  }
-}
-
-KernelThreadsGuard::~KernelThreadsGuard() {
-  if (previous_ > 0) {
-    omp_set_num_threads(previous_);
-  }
-}
-
-namespace {
 
 // Runs one task; returns what it raised (empty when it succeeded). The one
 // place a stream's task runs, on the worker or on a waiting caller.
@@ -161,7 +149,7 @@ std::string execute(Task& task) {
 HostStream::HostStream(int device, int priority)
     : device_(device), priority_(priority) {
   // Read here, where a bad TORCH_INFINI_WORKER_THREADS raises to the caller.
-  const int threads = kernel_intra_op_threads();
+  const int threads = worker_intra_op_threads();
   worker_ = std::thread([this, threads] {
     if (omp_set_num_threads != nullptr) {
       omp_set_num_threads(threads);
@@ -258,8 +246,8 @@ void HostStream::wait_for(uint64_t ticket) {
       continue;
     }
     // Another thread runs a task of this stream. The worker hands the rest
-    // over when it has finished it (see run()), so that they run here
-    // without a wake-up of this thread per task: wait for that (spinning
+    // over when it has finished it (see run()), so that they run here, with
+    // this thread's intra-op pool, as in CPU eager: wait for that (spinning
     // briefly first), or for the ticket.
     ++callers_waiting_;
     lock.unlock();

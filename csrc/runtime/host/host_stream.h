@@ -12,8 +12,8 @@
 // itself instead of waking the worker and sleeping: a synchronous small op
 // then costs no thread hand-off, and on a loaded machine no wake-up of a
 // descheduled worker. A worker that finishes a task while a caller waits
-// leaves it the rest. Either way the task runs with the same intra-op
-// threads (kernel_intra_op_threads) and sees the same thread-local state
+// leaves it the rest, which then run with the caller's intra-op threads, as
+// in CPU eager (see worker_intra_op_threads in host_stream.cpp). Either way the task sees the same thread-local state
 // (see TaskScope in host_stream.cpp), errors are sticky the same way, and
 // events take their timestamps when their position is reached.
 
@@ -32,37 +32,6 @@ namespace torch_infini::runtime::host {
 
 using Task = std::function<void()>;
 using Clock = std::chrono::steady_clock;
-
-// Intra-op threads (OpenMP's, which at::parallel_for and MKL read per
-// thread) of every kernel the host runtime runs, on a stream's worker or on
-// a calling thread: the intra-op pool less one thread, the submitter's, and
-// at least one; TORCH_INFINI_WORKER_THREADS=N sets it. Each thread that
-// opens a parallel region has an OpenMP team of its own, and two limits
-// follow from libgomp's:
-//   - a team's threads spin for about 10 ms after every region: kernels run
-//     on the caller with the caller's full pool left a spinning thread
-//     beside the worker, and on two cores every queued kernel then ran at
-//     half speed for those 10 ms;
-//   - once the process holds more OpenMP threads than cores, libgomp cuts
-//     every team's spin short for good, and each parallel region, CPU
-//     eager's too, then wakes its threads through the kernel: a worker
-//     with a full-pool team beside the caller's made CPU eager's decoder
-//     block 4x slower.
-// So the kernels get the threads the submitter leaves, wherever they run.
-int kernel_intra_op_threads();
-
-// Gives the calling thread kernel_intra_op_threads() OpenMP threads while
-// it runs a kernel, and its own count back after.
-class KernelThreadsGuard {
- public:
-  KernelThreadsGuard();
-  ~KernelThreadsGuard();
-  KernelThreadsGuard(const KernelThreadsGuard&) = delete;
-  KernelThreadsGuard& operator=(const KernelThreadsGuard&) = delete;
-
- private:
-  int previous_ = 0;  // 0: nothing to restore
-};
 
 class HostCapture;  // runtime/host/host_graph.h
 
