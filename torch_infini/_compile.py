@@ -223,6 +223,7 @@ def _register_inductor() -> None:
             return device is not None and device.type in ("cpu", "infini")
 
         scheduler.BaseSchedulerNode.is_cpu = is_cpu  # type: ignore[method-assign]
+        _use_cpu_realize_heuristics_for_infini()
         _use_cpp_backend_for_infini()
         _keep_convolution_layouts_on_infini()
         if _provider_name() == "host":
@@ -313,6 +314,26 @@ def _order_host_kernels(lines: list[Any]) -> list[Any]:
             pending = True
         ordered.append(line)
     return ordered
+
+
+def _use_cpu_realize_heuristics_for_infini() -> None:
+    """Makes Inductor's IR take the CPU's realize heuristics for infini.
+
+    ``torch._inductor.ir.is_cpu`` decides, for the C++ code generator's
+    sake, when a reused intermediate is stored rather than recomputed (a
+    softmax's ``exp``, computed once and stored by the CPU's kernel, was
+    computed twice by infini's) and how many reads or ops a fused pointwise
+    node may take before it is stored. infini's kernels are the C++ code
+    generator's, so infini nodes answer as the CPU's do. The function is
+    used only inside ``ir.py`` and looked up there at each call."""
+    import torch._inductor.ir as ir
+
+    builtin = ir.is_cpu
+
+    def is_cpu(x: Any) -> bool:
+        return builtin(x) or ir.get_device_type(x) == "infini"
+
+    ir.is_cpu = is_cpu  # type: ignore[assignment]
 
 
 def _use_cpp_backend_for_infini() -> None:

@@ -1,10 +1,16 @@
 #include "python/compile_bindings.h"
 
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty_strided.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <optional>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/InfiniFunctions.h"
@@ -16,17 +22,25 @@ namespace {
 
 namespace py = pybind11;
 
-// An infini tensor argument as a CPU alias of its memory; anything else as it
-// is. A Python-level alias (ctypes over the storage, as_strided) cost ~7 us a
-// tensor, more than a small matmul's kernel.
-py::object host_value(const py::handle& value) {
-  if (THPVariable_Check(value.ptr())) {
-    const at::Tensor& t = THPVariable_Unpack(value.ptr());
-    if (t.device().type() == kInfini) {
-      return py::reinterpret_steal<py::object>(THPVariable_Wrap(ops::host_alias(t)));
+// The out= overload that a torch function used as an extern kernel runs
+// (torch.mm: aten::mm.out), looked up once per function; none for other
+// kernels. The GIL, held by every caller, guards the table.
+const c10::OperatorHandle* out_overload(const py::object& kernel) {
+  static std::unordered_map<PyObject*,
+                            std::pair<py::object, std::optional<c10::OperatorHandle>>>
+      overloads;
+  auto it = overloads.find(kernel.ptr());
+  if (it == overloads.end()) {
+    std::optional<c10::OperatorHandle> op;
+    if (py::hasattr(kernel, "__name__") &&
+        py::hasattr(kernel, "__module__") &&
+        py::str(kernel.attr("__module__")).cast<std::string>() == "torch") {
+      const auto name = "aten::" + py::str(kernel.attr("__name__")).cast<std::string>();
+      op = c10::Dispatcher::singleton().findSchema({name, "out"});
     }
+    it = overloads.emplace(kernel.ptr(), std::make_pair(kernel, op)).first;
   }
-  return py::reinterpret_borrow<py::object>(value);
+  return it->second.second ? &*it->second.second : nullptr;
 }
 
 }  // namespace
@@ -40,19 +54,29 @@ void bind_compile(py::module& m) {
                     "_host_call: the ", runtime::provider().name(),
                     " provider's device memory is not addressable from the "
                     "host");
-        py::tuple host_args(args.size());
-        for (size_t i = 0; i < args.size(); ++i) {
-          host_args[i] = host_value(args[i]);
+        const c10::OperatorHandle* op = out_overload(kernel);
+        TORCH_CHECK(op != nullptr, "_host_call: ",
+                    py::str(kernel).cast<std::string>(),
+                    " is not a torch function with an out= overload");
+        // The CPU kernel through the dispatcher, over aliases that never
+        // become Python objects: CPU tensors made in Python (ctypes over
+        // the storage) cost ~7 us a tensor, Python objects made in C++ ~1 us,
+        // more than a small matmul's kernel; these cost a fraction of that.
+        torch::jit::Stack stack = torch::jit::createStackForSchema(
+            op->schema(), torch::jit::tuple_slice(args), kwargs, std::nullopt);
+        for (c10::IValue& value : stack) {
+          if (value.isTensor() && value.toTensor().device().type() == kInfini) {
+            value = ops::host_alias(value.toTensor());
+          }
         }
-        py::dict host_kwargs;
-        for (const auto& item : kwargs) {
-          host_kwargs[item.first] = host_value(item.second);
-        }
-        return kernel(*host_args, **host_kwargs);
+        at::AutoDispatchBelowADInplaceOrView below_autograd;
+        op->callBoxed(stack);
       },
-      "Calls kernel(*args, **kwargs) with each infini tensor replaced by a "
-      "CPU tensor over the same memory (the host runtime's device memory is "
-      "host memory). The caller orders it against the stream's work.");
+      "Calls kernel(*args, **kwargs), a torch function such as torch.mm with "
+      "out=, as its out= overload's CPU kernel, with each infini tensor "
+      "replaced by a CPU tensor over the same memory (the host runtime's "
+      "device memory is host memory). The caller orders it against the "
+      "stream's work.");
   // A compiled graph's buffers, as Inductor's empty_strided_cpu/_cuda make
   // theirs: without Python's argument parsing of torch.empty_strided, which
   // costs a graph of a dozen buffers more than its smallest kernels.
