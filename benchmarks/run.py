@@ -11,7 +11,8 @@ repetitions; the table shows the median time per call of each side and the
 ratio infini/reference (below 1: infini is faster). Each side is warmed up
 once, its inner iteration count is calibrated so a repetition lasts about
 ``--rep-ms`` milliseconds (a training-step case at least 50 ms), clocks are
-``time.perf_counter`` and every infini measurement ends with ``torch.infini.synchronize()`` before the clock stops.
+``time.perf_counter`` and every infini measurement ends with
+``torch.infini.synchronize()`` before the clock stops.
 
 References: ``cpu`` (the same PyTorch call on CPU eager tensors, or, where
 there is no CPU equivalent, an empty Python function call loop; the note
