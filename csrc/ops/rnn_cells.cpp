@@ -1,13 +1,27 @@
 // The fused RNN cells PyTorch's LSTM and GRU call for a PrivateUse1 device
 // (as for CUDA and XPU), which only CUDA implements: _thnn_fused_lstm_cell,
 // _thnn_fused_gru_cell and their backward kernels. Composed here from ATen
-// operators (each an infini kernel), with CUDA's workspace layouts, so
-// nn.LSTM / nn.GRU / LSTMCell / GRUCell run forward and backward.
+// operators, with CUDA's workspace layouts, so nn.LSTM / nn.GRU / LSTMCell /
+// GRUCell run forward and backward.
+//
+// Where the composition runs:
+//   - on the Infini stack, as infini operators, one queued call each;
+//   - on the host runtime, as one queued call per cell: the compositions
+//     are also the CPU (and Meta) kernels of internal operators
+//     infini_host::<name>, which the generic kernel queues like any CPU
+//     kernel. An LSTM step's cell was 12 queued operators forward and 25
+//     backward, each paying the generic kernel's per-call cost (a few us,
+//     where CPU eager pays under one), and nn.LSTM trained 4x slower than
+//     on the CPU.
 
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <tuple>
+
+#include "ops/aten_kernel.h"
+#include "runtime/kernels.h"
 
 namespace torch_infini::ops {
 namespace {
@@ -96,14 +110,90 @@ fused_gru_cell_backward(const at::Tensor& grad_hy,
           grad_hidden_bias};
 }
 
+// The cell `composition` as infini runs it: one call of infini_host::<name>
+// on the host runtime, the composition of infini operators elsewhere.
+template <auto composition, typename Sig>
+struct OnDevice;
+
+template <auto composition, typename Result, typename... Args>
+struct OnDevice<composition, Result(Args...)> {
+  static const char* name;
+  static Result call(Args... args) {
+    if (!runtime::kernels().runs_cpu_kernels()) {
+      return composition(args...);
+    }
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow(name, "")
+                               .template typed<Result(Args...)>();
+    return op.call(args...);
+  }
+};
+
+using LstmCell = OnDevice<fused_lstm_cell, decltype(fused_lstm_cell)>;
+using LstmCellBackward =
+    OnDevice<fused_lstm_cell_backward, decltype(fused_lstm_cell_backward)>;
+using GruCell = OnDevice<fused_gru_cell, decltype(fused_gru_cell)>;
+using GruCellBackward =
+    OnDevice<fused_gru_cell_backward, decltype(fused_gru_cell_backward)>;
+template <>
+const char* LstmCell::name = "infini_host::_thnn_fused_lstm_cell";
+template <>
+const char* LstmCellBackward::name =
+    "infini_host::_thnn_fused_lstm_cell_backward_impl";
+template <>
+const char* GruCell::name = "infini_host::_thnn_fused_gru_cell";
+template <>
+const char* GruCellBackward::name =
+    "infini_host::_thnn_fused_gru_cell_backward";
+
 }  // namespace
 
+// Internal: the host runtime's one-call cells (their schemas are ATen's).
+TORCH_LIBRARY(infini_host, m) {
+  m.def(
+      "_thnn_fused_lstm_cell(Tensor input_gates, Tensor hidden_gates, "
+      "Tensor cx, Tensor? input_bias=None, Tensor? hidden_bias=None) -> "
+      "(Tensor, Tensor, Tensor)");
+  m.def(
+      "_thnn_fused_lstm_cell_backward_impl(Tensor? grad_hy, Tensor? grad_cy, "
+      "Tensor cx, Tensor cy, Tensor workspace, bool has_bias) -> "
+      "(Tensor, Tensor, Tensor)");
+  m.def(
+      "_thnn_fused_gru_cell(Tensor input_gates, Tensor hidden_gates, "
+      "Tensor hx, Tensor? input_bias=None, Tensor? hidden_bias=None) -> "
+      "(Tensor, Tensor)");
+  m.def(
+      "_thnn_fused_gru_cell_backward(Tensor grad_hy, Tensor workspace, "
+      "bool has_bias) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+}
+
+// The compositions over CPU tensors (what a queued call runs over aliases
+// of device memory) and meta tensors (a call's output metadata in a graph
+// capture).
+#define TORCH_INFINI_CELL_KERNELS(m)                                   \
+  m.impl("_thnn_fused_lstm_cell", TORCH_FN(fused_lstm_cell));          \
+  m.impl("_thnn_fused_lstm_cell_backward_impl",                        \
+         TORCH_FN(fused_lstm_cell_backward));                          \
+  m.impl("_thnn_fused_gru_cell", TORCH_FN(fused_gru_cell));            \
+  m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(fused_gru_cell_backward))
+
+TORCH_LIBRARY_IMPL(infini_host, CPU, m) { TORCH_INFINI_CELL_KERNELS(m); }
+TORCH_LIBRARY_IMPL(infini_host, Meta, m) { TORCH_INFINI_CELL_KERNELS(m); }
+
+TORCH_LIBRARY_IMPL(infini_host, PrivateUse1, m) {
+  for (const char* name :
+       {"_thnn_fused_lstm_cell", "_thnn_fused_lstm_cell_backward_impl",
+        "_thnn_fused_gru_cell", "_thnn_fused_gru_cell_backward"}) {
+    m.impl(name, generic_aten_kernel());
+  }
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_thnn_fused_lstm_cell", TORCH_FN(fused_lstm_cell));
+  m.impl("_thnn_fused_lstm_cell", TORCH_FN(LstmCell::call));
   m.impl("_thnn_fused_lstm_cell_backward_impl",
-         TORCH_FN(fused_lstm_cell_backward));
-  m.impl("_thnn_fused_gru_cell", TORCH_FN(fused_gru_cell));
-  m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(fused_gru_cell_backward));
+         TORCH_FN(LstmCellBackward::call));
+  m.impl("_thnn_fused_gru_cell", TORCH_FN(GruCell::call));
+  m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(GruCellBackward::call));
 }
 
 }  // namespace torch_infini::ops
