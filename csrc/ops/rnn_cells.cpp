@@ -170,15 +170,20 @@ TORCH_LIBRARY(infini_host, m) {
 // The compositions over CPU tensors (what a queued call runs over aliases
 // of device memory) and meta tensors (a call's output metadata in a graph
 // capture).
-#define TORCH_INFINI_CELL_KERNELS(m)                                   \
-  m.impl("_thnn_fused_lstm_cell", TORCH_FN(fused_lstm_cell));          \
-  m.impl("_thnn_fused_lstm_cell_backward_impl",                        \
-         TORCH_FN(fused_lstm_cell_backward));                          \
-  m.impl("_thnn_fused_gru_cell", TORCH_FN(fused_gru_cell));            \
-  m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(fused_gru_cell_backward))
+namespace {
 
-TORCH_LIBRARY_IMPL(infini_host, CPU, m) { TORCH_INFINI_CELL_KERNELS(m); }
-TORCH_LIBRARY_IMPL(infini_host, Meta, m) { TORCH_INFINI_CELL_KERNELS(m); }
+void impl_compositions(torch::Library& m) {
+  m.impl("_thnn_fused_lstm_cell", TORCH_FN(fused_lstm_cell));
+  m.impl("_thnn_fused_lstm_cell_backward_impl",
+         TORCH_FN(fused_lstm_cell_backward));
+  m.impl("_thnn_fused_gru_cell", TORCH_FN(fused_gru_cell));
+  m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(fused_gru_cell_backward));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(infini_host, CPU, m) { impl_compositions(m); }
+TORCH_LIBRARY_IMPL(infini_host, Meta, m) { impl_compositions(m); }
 
 TORCH_LIBRARY_IMPL(infini_host, PrivateUse1, m) {
   for (const char* name :
