@@ -109,3 +109,23 @@ def test_an_output_that_is_an_input_and_is_resized_matches_cpu():
             assert infini == cpu
         else:
             torch.testing.assert_close(infini, cpu)
+
+
+@pytest.mark.parametrize("name,op,shapes", [
+    ("sum_into_its_input", lambda a, b: torch.sum(a, 0, out=a), [(2, 3), (1,)]),
+    ("mm_into_its_input", lambda a, b: torch.mm(a, b, out=a), [(2, 3), (3, 4)]),
+])
+def test_an_output_that_is_an_input_and_that_the_cpu_resizes_matches_cpu(name, op, shapes):
+    # CPU takes these: it resizes the input it writes while reading it. A
+    # queued call would resize it first and read the resized input, so every
+    # call of the kind runs directly (the later calls are the ones at stake).
+    for step in range(3):
+        gen = torch.Generator().manual_seed(step)
+        a_cpu, b_cpu = (torch.randn(*shape, generator=gen) for shape in shapes)
+        a, b = a_cpu.to(DEV), b_cpu.to(DEV)
+        with pytest.warns(UserWarning, match="resized"):
+            op(a_cpu, b_cpu)
+        with pytest.warns(UserWarning, match="resized"):
+            op(a, b)
+        torch.testing.assert_close(a.cpu(), a_cpu, msg=f"{name}, call {step}")
+

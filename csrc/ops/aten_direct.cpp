@@ -6,6 +6,7 @@
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <algorithm>
 #include <mutex>
 #include <optional>
 
@@ -168,6 +169,32 @@ std::shared_ptr<const Layouts> run_direct(const Plan& plan,
     match_layout(out, tmp.sizes(), tmp.strides());
     if (tmp.numel() > 0) {
       out.copy_(tmp);
+    }
+  }
+  // The other written tensors were written through aliases of device
+  // memory, which a CPU kernel may resize (sum(x, 0, out=x)) or move into
+  // host memory (mm(a, b, out=a) growing a): the device tensor takes the
+  // alias's final layout and contents, as CPU's own tensor would.
+  for (size_t i = 0, k = 0; i < schema.returns().size(); ++i) {
+    if (!returns_written(schema, i)) {
+      continue;
+    }
+    const size_t w = plan.written[k++];
+    const bool scratched =
+        std::any_of(scratch.begin(), scratch.end(),
+                    [w](const auto& entry) { return entry.first == w; });
+    if (scratched || !args[w].isTensor() || !cpu[i].isTensor()) {
+      continue;
+    }
+    const at::Tensor& alias = cpu[i].toTensor();
+    at::Tensor out = args[w].toTensor();
+    if (alias.sizes() == out.sizes() && alias.strides() == out.strides() &&
+        (alias.numel() == 0 || alias.data_ptr() == out.data_ptr())) {
+      continue;  // written in place, as laid out
+    }
+    match_layout(out, alias.sizes(), alias.strides());
+    if (alias.numel() > 0 && alias.data_ptr() != out.data_ptr()) {
+      out.copy_(alias);
     }
   }
 

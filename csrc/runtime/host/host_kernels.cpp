@@ -43,6 +43,14 @@ class Aliases {
     if (!t.defined() || t.device().is_cpu()) {
       return t;
     }
+    // The same device tensor twice (mul.out(x, 2, out=x)): one alias, so
+    // that the CPU kernel sees one tensor, as CPU's would (resizing its
+    // output resizes its input too).
+    for (const auto& [impl, alias] : tensors_) {
+      if (impl == t.unsafeGetTensorImpl()) {
+        return alias;
+      }
+    }
     const c10::StorageImpl* key = t.storage().unsafeGetStorageImpl();
     std::optional<c10::Storage>* slot = nullptr;
     for (auto& [impl, storage] : storages_) {
@@ -73,10 +81,12 @@ class Aliases {
     at::Tensor alias(std::move(impl));
     alias._set_conj(t.is_conj());
     alias._set_neg(t.is_neg());
+    tensors_.emplace_back(t.unsafeGetTensorImpl(), alias);
     return alias;
   }
 
  private:
+  c10::SmallVector<std::pair<const c10::TensorImpl*, at::Tensor>, 6> tensors_;
   // A call has a few storages: a linear search beats hashing, and a small
   // vector needs no heap allocation.
   c10::SmallVector<std::pair<const c10::StorageImpl*, std::optional<c10::Storage>>, 6>
