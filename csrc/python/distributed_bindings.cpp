@@ -6,6 +6,19 @@
 #include "distributed/ProcessGroupInfini.h"
 
 namespace torch_infini {
+namespace {
+
+// `backend` as the infini c10d backend, or an error naming what it is.
+const distributed::ProcessGroupInfini& infini_backend(
+    const c10::intrusive_ptr<c10d::Backend>& backend) {
+  const auto* infini =
+      dynamic_cast<const distributed::ProcessGroupInfini*>(backend.get());
+  TORCH_CHECK(infini != nullptr, "not an infini process group backend: ",
+              backend->getBackendName());
+  return *infini;
+}
+
+}  // namespace
 
 void bind_distributed(pybind11::module& m) {
   // Takes and returns torch's own c10d Backend binding: the host backend is
@@ -24,20 +37,15 @@ void bind_distributed(pybind11::module& m) {
   m.def(
       "_process_group_stages",
       [](const c10::intrusive_ptr<c10d::Backend>& backend) {
-        const auto* infini = dynamic_cast<const distributed::ProcessGroupInfini*>(backend.get());
-        TORCH_CHECK(infini != nullptr, "not an infini process group backend: ",
-                    backend->getBackendName());
-        return infini->stages();
+        return infini_backend(backend).stages();
       },
       "Whether the infini backend copies through pinned staging buffers (else "
       "gloo works in place on the host-addressable device memory).");
   m.def(
       "_process_group_infini_ccl",
       [](const c10::intrusive_ptr<c10d::Backend>& backend) {
-        const auto* infini = dynamic_cast<const distributed::ProcessGroupInfini*>(backend.get());
-        TORCH_CHECK(infini != nullptr, "not an infini process group backend: ",
-                    backend->getBackendName());
-        return pybind11::make_tuple(infini->uses_infini_ccl(), infini->infini_ccl_status());
+        const auto& infini = infini_backend(backend);
+        return pybind11::make_tuple(infini.uses_infini_ccl(), infini.infini_ccl_status());
       },
       "(whether all_reduce runs on InfiniCCL where it can, why not).");
   m.def("_infini_ccl_compiled", &distributed::CclCommunicator::compiled);
