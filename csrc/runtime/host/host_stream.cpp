@@ -195,9 +195,13 @@ uint64_t HostStream::enqueue(Task task, bool may_block) {
       space_cv_.wait(lock, [&] { return queue_.size() <= kResumeDepth; });
       --space_waiters_;
     }
+    const Clock::rep now = Clock::now().time_since_epoch().count();
+    if (queue_.empty()) {
+      became_busy_ = now;
+    }
     queue_.push_back(std::move(task));
     ticket = ++submitted_;
-    last_enqueue_ = Clock::now().time_since_epoch().count();
+    last_enqueue_ = now;
     // Deferred: a lone task is likely the one its submitter is about to wait
     // for (and run itself); a second one behind it means work to overlap.
     // Only a polling worker may be left asleep (it checks by itself soon).
@@ -415,7 +419,11 @@ void HostStream::run() {
       }
       worker_sleeping_ = false;
       worker_polling_ = false;
-      spin = Clock::now() - idle_since < kSpin;
+      // Measured to the work's arrival, not to this wake-up: the wake-up's
+      // own latency (often longer than kSpin on a virtual machine) would
+      // otherwise keep every later idle time from spinning.
+      spin = became_busy_ - idle_since.time_since_epoch().count() <
+          std::chrono::duration_cast<Clock::duration>(kSpin).count();
       if (can_take()) {
         // Woken for work nobody waits for (a second task, or a lone one
         // left for a whole check): work to overlap, wake-ups are due again.

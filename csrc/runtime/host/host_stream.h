@@ -126,6 +126,9 @@ class HostStream {
   std::atomic<bool> defer_wakes_{false};
   bool worker_polling_ = false;  // sleeping, but checking by itself soon
   std::atomic<Clock::rep> last_enqueue_{0};  // when the last task was queued
+  // When the queue last went from empty to non-empty: how soon work came
+  // after the worker went idle decides whether its next idle time spins.
+  Clock::rep became_busy_ = 0;
   int sync_waiters_ = 0;  // callers asleep on done_cv_
   // Callers waiting for a task another thread runs (spinning or asleep):
   // the worker leaves them the pending tasks.
