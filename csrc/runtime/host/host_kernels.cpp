@@ -8,11 +8,10 @@
 #include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
 
-#include <optional>
 
 #include "profiler/device_trace.h"
+#include "runtime/host/host_aliases.h"
 #include "runtime/host/host_provider.h"
-#include "runtime/ivalue_tensors.h"
 #include "runtime/kernels.h"
 
 namespace torch_infini::runtime::host {
@@ -24,74 +23,6 @@ at::Tensor alias(const TensorArg& t) {
   return at::from_blob(t.data, t.sizes, t.strides,
                        at::TensorOptions().dtype(t.dtype).device(at::kCPU));
 }
-
-// CPU views of a call's device tensors: each becomes a CPU tensor over the
-// same memory (made now, read only where the kernel runs, while the
-// allocator keeps the memory alive), with its conjugate and negative bits.
-// Tensors sharing a device storage share one CPU storage, so CPU's kernels
-// see the aliasing (and refuse or handle overlaps as on the CPU).
-class Aliases {
- public:
-  c10::IValue convert(const c10::IValue& value) {
-    if (value.isDevice() && !value.toDevice().is_cpu()) {
-      return c10::Device(at::kCPU);  // a factory's device
-    }
-    return map_tensors(value, [this](const at::Tensor& t) { return of(t); });
-  }
-
-  at::Tensor of(const at::Tensor& t) {
-    if (!t.defined() || t.device().is_cpu()) {
-      return t;
-    }
-    // The same device tensor twice (mul.out(x, 2, out=x)): one alias, so
-    // that the CPU kernel sees one tensor, as CPU's would (resizing its
-    // output resizes its input too).
-    for (const auto& [impl, alias] : tensors_) {
-      if (impl == t.unsafeGetTensorImpl()) {
-        return alias;
-      }
-    }
-    const c10::StorageImpl* key = t.storage().unsafeGetStorageImpl();
-    std::optional<c10::Storage>* slot = nullptr;
-    for (auto& [impl, storage] : storages_) {
-      if (impl == key) {
-        slot = &storage;
-        break;
-      }
-    }
-    if (slot == nullptr) {
-      storages_.emplace_back(key, std::nullopt);
-      slot = &storages_.back().second;
-    }
-    auto& storage = *slot;
-    if (!storage) {
-      void* data = t.storage().mutable_data();
-      // Resizable into host memory: see WrittenArgs.
-      storage = c10::Storage(
-          c10::Storage::use_byte_size_t(), t.storage().nbytes(),
-          at::DataPtr(data, data, [](void*) {}, at::kCPU),
-          c10::GetCPUAllocator(), /*resizable=*/true);
-    }
-    // Built directly, not through the dispatcher: this runs per argument
-    // of every queued call.
-    auto impl = c10::make_intrusive<c10::TensorImpl>(
-        c10::Storage(*storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
-        t.dtype());
-    impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-    at::Tensor alias(std::move(impl));
-    alias._set_conj(t.is_conj());
-    alias._set_neg(t.is_neg());
-    tensors_.emplace_back(t.unsafeGetTensorImpl(), alias);
-    return alias;
-  }
-
- private:
-  c10::SmallVector<std::pair<const c10::TensorImpl*, at::Tensor>, 6> tensors_;
-  // A call has a few storages: a linear search beats hashing, and a small
-  // vector needs no heap allocation.
-  c10::SmallVector<std::pair<const c10::StorageImpl*, std::optional<c10::Storage>>, 6>
-      storages_;
-};
 
 // The written tensor arguments of a queued call. A CPU out= kernel may use
 // its output as scratch of another shape (huber_loss.out: elementwise loss,
@@ -266,24 +197,20 @@ class HostKernels final : public OpKernels {
   }
 
   void aten(int device, StreamHandle stream, AtenCall call) override {
-    Aliases aliases;
-    torch::jit::Stack args;
-    args.reserve(call.args.size());
-    for (const c10::IValue& value : call.args) {
-      args.push_back(aliases.convert(value));
-    }
-    std::vector<at::Tensor> results_into;
+    // The aliases are made where the call runs (see host_aliases.h).
+    QueuedArgs queued(std::move(call.args));
     for (const at::Tensor& t : call.results_into) {
-      results_into.push_back(aliases.of(t));
+      queued.add_result(t);
     }
-    WrittenArgs written(call.op.schema(), args);
     const c10::OperatorName& name = call.op.operator_name();
     profiler::TaskLabel label(name.name.c_str(), profiler::WorkKind::kKernel,
                               device, stream, name.overload_name.c_str());
     provider_.stream(device, stream)
-        .enqueue([op = call.op, args = std::move(args),
-                  results_into = std::move(results_into),
-                  written = std::move(written)]() mutable {
+        .enqueue([op = call.op, queued = std::move(queued)]() mutable {
+          Aliases aliases;
+          torch::jit::Stack args = queued.take_stack(aliases);
+          const auto results_into = queued.results(aliases);
+          WrittenArgs written(op.schema(), args);
           at::AutoDispatchBelowADInplaceOrView below_autograd;
           op.callBoxed(args);
           written.finish(op.operator_name());
@@ -297,7 +224,7 @@ class HostKernels final : public OpKernels {
                       op.operator_name(), " on infini: ", results.size(),
                       " results where ", results_into.size(), " were expected");
           for (size_t i = 0; i < results.size(); ++i) {
-            at::Tensor& into = results_into[i];
+            const at::Tensor& into = results_into[i];
             if (!into.defined()) {
               continue;
             }

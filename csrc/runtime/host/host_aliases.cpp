@@ -1,0 +1,174 @@
+#include "runtime/host/host_aliases.h"
+
+#include <c10/core/CPUAllocator.h>
+
+#include "runtime/ivalue_tensors.h"
+
+namespace torch_infini::runtime::host {
+
+TensorSnapshot TensorSnapshot::of(const at::Tensor& t) {
+  TensorSnapshot s;
+  if (!t.defined() || t.device().is_cpu()) {
+    s.kept = t;
+    return s;
+  }
+  s.impl = t.unsafeGetTensorImpl();
+  s.storage = t.storage().unsafeGetStorageImpl();
+  s.storage_data = t.storage().mutable_data();
+  s.storage_nbytes = t.storage().nbytes();
+  s.sizes.assign(t.sizes().begin(), t.sizes().end());
+  s.strides.assign(t.strides().begin(), t.strides().end());
+  s.offset = t.storage_offset();
+  s.dtype = t.dtype();
+  s.conj = t.is_conj();
+  s.neg = t.is_neg();
+  return s;
+}
+
+c10::IValue Aliases::convert(const c10::IValue& value) {
+  if (value.isDevice() && !value.toDevice().is_cpu()) {
+    return c10::Device(at::kCPU);  // a factory's device
+  }
+  return map_tensors(value, [this](const at::Tensor& t) { return of(t); });
+}
+
+at::Tensor Aliases::of(const at::Tensor& t) {
+  if (!t.defined() || t.device().is_cpu()) {
+    return t;
+  }
+  return of(TensorSnapshot::of(t));
+}
+
+at::Tensor Aliases::of(const TensorSnapshot& t) {
+  if (t.impl == nullptr) {
+    return t.kept;
+  }
+  // The same device tensor twice (mul.out(x, 2, out=x)): one alias, so that
+  // the CPU kernel sees one tensor, as CPU's would (resizing its output
+  // resizes its input too).
+  for (const auto& [impl, alias] : tensors_) {
+    if (impl == t.impl) {
+      return alias;
+    }
+  }
+  std::optional<c10::Storage>* slot = nullptr;
+  for (auto& [impl, storage] : storages_) {
+    if (impl == t.storage) {
+      slot = &storage;
+      break;
+    }
+  }
+  if (slot == nullptr) {
+    storages_.emplace_back(t.storage, std::nullopt);
+    slot = &storages_.back().second;
+  }
+  auto& storage = *slot;
+  if (!storage) {
+    // Resizable into host memory: a CPU out= kernel may use its output as
+    // scratch of another shape (see WrittenArgs in host_kernels.cpp).
+    storage = c10::Storage(
+        c10::Storage::use_byte_size_t(), t.storage_nbytes,
+        at::DataPtr(t.storage_data, t.storage_data, [](void*) {}, at::kCPU),
+        c10::GetCPUAllocator(), /*resizable=*/true);
+  }
+  // Built directly, not through the dispatcher: this runs per argument of
+  // every queued call.
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      c10::Storage(*storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
+      t.dtype);
+  impl->set_sizes_and_strides(t.sizes, t.strides, t.offset);
+  at::Tensor alias(std::move(impl));
+  alias._set_conj(t.conj);
+  alias._set_neg(t.neg);
+  tensors_.emplace_back(t.impl, alias);
+  return alias;
+}
+
+QueuedArgs::QueuedArgs(torch::jit::Stack args) : values_(std::move(args)) {
+  const auto device_tensor = [](const at::Tensor& t) {
+    return t.defined() && !t.device().is_cpu();
+  };
+  for (size_t i = 0; i < values_.size(); ++i) {
+    c10::IValue& value = values_[i];
+    const auto first = static_cast<uint32_t>(tensors_.size());
+    if (value.isTensor()) {
+      if (!device_tensor(value.toTensor())) {
+        continue;  // undefined, or a CPU scalar: kept in place
+      }
+      tensors_.push_back(TensorSnapshot::of(value.toTensor()));
+      slots_.push_back({static_cast<uint32_t>(i), Kind::kTensor, first, 1});
+    } else if (value.isTensorList()) {
+      for (const at::Tensor& t : value.toTensorList()) {
+        tensors_.push_back(TensorSnapshot::of(t));
+      }
+      slots_.push_back({static_cast<uint32_t>(i), Kind::kTensorList, first,
+                        static_cast<uint32_t>(tensors_.size() - first)});
+    } else if (value.isList() && value.toList().elementType()->kind() ==
+                                     c10::TypeKind::OptionalType) {
+      for (const c10::IValue& element : value.toListRef()) {
+        TensorSnapshot s;
+        if (element.isTensor()) {
+          s = TensorSnapshot::of(element.toTensor());
+        } else {
+          s.none = true;
+        }
+        tensors_.push_back(std::move(s));
+      }
+      slots_.push_back({static_cast<uint32_t>(i), Kind::kOptionalTensorList,
+                        first, static_cast<uint32_t>(tensors_.size() - first)});
+    } else if (value.isDevice() && !value.toDevice().is_cpu()) {
+      value = c10::Device(at::kCPU);  // a factory's device
+      continue;
+    } else {
+      continue;
+    }
+    value = c10::IValue();  // the caller's tensors are not kept
+  }
+}
+
+void QueuedArgs::add_result(const at::Tensor& t) {
+  results_.push_back(TensorSnapshot::of(t));
+}
+
+torch::jit::Stack QueuedArgs::take_stack(Aliases& aliases) {
+  for (const Slot& slot : slots_) {
+    c10::IValue& value = values_[slot.position];
+    const TensorSnapshot* tensors = tensors_.data() + slot.first;
+    switch (slot.kind) {
+      case Kind::kTensor:
+        value = aliases.of(tensors[0]);
+        break;
+      case Kind::kTensorList: {
+        c10::List<at::Tensor> list;
+        list.reserve(slot.count);
+        for (uint32_t k = 0; k < slot.count; ++k) {
+          list.push_back(aliases.of(tensors[k]));
+        }
+        value = std::move(list);
+        break;
+      }
+      case Kind::kOptionalTensorList: {
+        c10::List<std::optional<at::Tensor>> list;
+        list.reserve(slot.count);
+        for (uint32_t k = 0; k < slot.count; ++k) {
+          list.push_back(tensors[k].none ? std::nullopt
+                                         : std::optional<at::Tensor>(
+                                               aliases.of(tensors[k])));
+        }
+        value = std::move(list);
+        break;
+      }
+    }
+  }
+  return std::move(values_);
+}
+
+c10::SmallVector<at::Tensor, 2> QueuedArgs::results(Aliases& aliases) const {
+  c10::SmallVector<at::Tensor, 2> out;
+  for (const TensorSnapshot& t : results_) {
+    out.push_back(aliases.of(t));
+  }
+  return out;
+}
+
+}  // namespace torch_infini::runtime::host

@@ -1,0 +1,90 @@
+#pragma once
+
+// CPU aliases of device tensors: how the host runtime's CPU kernels see
+// device memory. Each device tensor becomes a CPU tensor over the same
+// memory, with its conjugate and negative bits; tensors sharing a device
+// storage share one CPU storage, so CPU's kernels see the aliasing (and
+// refuse or handle overlaps as on the CPU).
+//
+// A queued call's aliases are built on the thread that runs it, from
+// snapshots of its tensors' layouts taken when it was queued (QueuedArgs).
+// That keeps the aliases' allocations on the thread that frees them: made by
+// the caller and freed by the worker, they contended for glibc's arena lock
+// on every queued call. It also takes their cost off the submitting thread.
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/stack.h>
+#include <c10/util/SmallVector.h>
+
+#include <optional>
+#include <utility>
+
+namespace torch_infini::runtime::host {
+
+// A device tensor's layout when its call was queued. Its memory stays alive
+// for the stream's queued work through the allocator (as for every queued
+// kernel); the tensor itself is not kept, so its metadata may change, or it
+// may be freed, before the task runs.
+struct TensorSnapshot {
+  const c10::TensorImpl* impl = nullptr;  // identity: the same tensor twice
+  const c10::StorageImpl* storage = nullptr;  // identity: shared memory
+  void* storage_data = nullptr;
+  size_t storage_nbytes = 0;
+  c10::SmallVector<int64_t, 5> sizes;
+  c10::SmallVector<int64_t, 5> strides;
+  int64_t offset = 0;
+  caffe2::TypeMeta dtype;
+  bool conj = false;
+  bool neg = false;
+  bool none = false;  // a Tensor?[]'s None
+  at::Tensor kept;  // undefined and CPU tensors: passed as they are
+
+  static TensorSnapshot of(const at::Tensor& t);
+};
+
+class Aliases {
+ public:
+  // `value` with its device tensors replaced by aliases, and a device
+  // argument (a factory's) by the CPU.
+  c10::IValue convert(const c10::IValue& value);
+  at::Tensor of(const at::Tensor& t);
+  at::Tensor of(const TensorSnapshot& t);
+
+ private:
+  c10::SmallVector<std::pair<const c10::TensorImpl*, at::Tensor>, 6> tensors_;
+  // A call has a few storages: a linear search beats hashing, and a small
+  // vector needs no heap allocation.
+  c10::SmallVector<
+      std::pair<const c10::StorageImpl*, std::optional<c10::Storage>>, 6>
+      storages_;
+};
+
+// A queued call's arguments (and the results a functional overload is
+// copied into): its other values as they are, its device tensors (alone,
+// or in a Tensor[] or Tensor?[]) as snapshots.
+class QueuedArgs {
+ public:
+  // On the submitting thread.
+  explicit QueuedArgs(torch::jit::Stack args);
+  void add_result(const at::Tensor& t);
+  // On the thread that runs the call, once: the stack of CPU aliases, and
+  // the aliases of the results.
+  torch::jit::Stack take_stack(Aliases& aliases);
+  c10::SmallVector<at::Tensor, 2> results(Aliases& aliases) const;
+
+ private:
+  enum class Kind : uint8_t { kTensor, kTensorList, kOptionalTensorList };
+  struct Slot {
+    uint32_t position;  // in values_
+    Kind kind;
+    uint32_t first;  // in tensors_
+    uint32_t count;
+  };
+
+  torch::jit::Stack values_;  // a snapshot's place holds None
+  c10::SmallVector<Slot, 4> slots_;
+  c10::SmallVector<TensorSnapshot, 3> tensors_;
+  c10::SmallVector<TensorSnapshot, 1> results_;
+};
+
+}  // namespace torch_infini::runtime::host
