@@ -1,14 +1,20 @@
 // The entry points PyTorch calls for a PrivateUse1 device where CPU and CUDA
-// have kernels of their own: convolution_overrideable and its backward.
-// They run as the device-generic operators CPU runs (aten::convolution,
-// aten::convolution_backward) through the generic kernel, so every
-// convolution (1-3d, transposed, grouped, dilated) is CPU's, and on
-// providers without CPU kernels they reach the opt-in CPU fallback.
+// have kernels of their own:
+//   - convolution_overrideable and its backward. They run as the
+//     device-generic operators CPU runs (aten::convolution,
+//     aten::convolution_backward) through the generic kernel, so every
+//     convolution (1-3d, transposed, grouped, dilated) is CPU's, and on
+//     providers without CPU kernels they reach the opt-in CPU fallback;
+//   - the choice of scaled_dot_product_attention's backend.
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/transformers/attention.h>
+#include <ATen/native/transformers/sdp_utils_cpp.h>
+#include <ATen/ops/_fused_sdp_choice_native.h>
 #include <torch/library.h>
 
 #include "ops/aten_kernel.h"
+#include "runtime/kernels.h"
 
 namespace torch_infini::ops {
 namespace {
@@ -37,7 +43,34 @@ void convolution_backward(const c10::OperatorHandle&,
   run_family_kernel(op, stack);
 }
 
+// scaled_dot_product_attention's backend. Where kernels are CPU's, the one
+// CPU would choose (its fused flash attention, under the same constraints
+// and torch.backends flags): one kernel forward and one backward, where the
+// math backend is a dozen, and the results CPU gives. Elsewhere the math
+// backend, whose matmuls and softmax the Infini stack maps.
+int64_t sdp_choice(const at::Tensor& query, const at::Tensor& key,
+                   const at::Tensor& value,
+                   const std::optional<at::Tensor>& attn_mask,
+                   double dropout_p, bool is_causal,
+                   std::optional<double> scale, bool enable_gqa) {
+  if (!runtime::kernels().runs_cpu_kernels()) {
+    return static_cast<int64_t>(sdp::SDPBackend::math);
+  }
+  return at::native::_fused_sdp_choice_cpp(query, key, value, attn_mask,
+                                           dropout_p, is_causal, scale,
+                                           enable_gqa);
+}
+
 }  // namespace
+
+}  // namespace torch_infini::ops
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub,
+                              &torch_infini::ops::sdp_choice)
+}  // namespace at::native
+
+namespace torch_infini::ops {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable",

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from infini_testing import on_host, DEV, FLOAT_IDS, FLOATS, matches_cpu, sample, unserved_skips, assert_same
+from infini_testing import on_host, DEV, FLOAT_IDS, FLOATS, matches_cpu, sample, to_device, unserved_skips, assert_same
 
 
 def values(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:
@@ -80,3 +80,54 @@ def test_unsupported_dtype_names_the_operator_and_dtype():
         return
     with pytest.raises(NotImplementedError, match=r"aten::_softmax.*(dtype int64 is not supported|InfiniOps)"):
         torch.softmax(x.to(DEV), -1, dtype=None)
+
+
+SDPA_CASES = {
+    "plain": {},
+    "causal": dict(is_causal=True),
+    "bool-mask": dict(attn_mask=torch.rand(6, 6, generator=torch.Generator().manual_seed(5)) > 0.3),
+    "float-mask": dict(attn_mask=values(2, 1, 6, 6, seed=6)),
+    "scale": dict(scale=0.3),
+    "gqa": dict(enable_gqa=True),
+}
+
+
+@pytest.mark.parametrize("case", list(SDPA_CASES))
+def test_scaled_dot_product_attention_forward_backward_and_backend(case):
+    """scaled_dot_product_attention on infini against CPU: outputs and the
+    gradients of q, k and v, and on the host runtime the backend CPU chose
+    (its fused flash attention, one kernel each way, not the math backend's
+    dozen), read from the autograd node."""
+    kwargs = SDPA_CASES[case]
+    heads_kv = 2 if kwargs.get("enable_gqa") else 4
+    q, k, v = values(2, 4, 6, 8), values(2, heads_kv, 6, 8, seed=1), values(2, heads_kv, 6, 8, seed=2)
+
+    def attention(q, k, v, **kw):
+        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+        out = F.scaled_dot_product_attention(*leaves, **kw)
+        out.backward(torch.linspace(-1, 1, out.numel()).reshape(out.shape).to(out.device))
+        return out, [t.grad for t in leaves]
+
+    want, want_grads = attention(q, k, v, **kwargs)
+    got, got_grads = unserved_skips(lambda: attention(*to_device((q, k, v)), **to_device_kwargs(kwargs)))
+    assert_same(got.detach(), want.detach(), rtol=1e-5, atol=1e-6)
+    assert_same(got_grads, want_grads, rtol=1e-5, atol=1e-5)
+    if on_host():
+        assert got.grad_fn.name() == want.grad_fn.name(), (got.grad_fn.name(), want.grad_fn.name())
+
+
+def test_scaled_dot_product_attention_follows_the_backend_flags():
+    """torch.nn.attention.sdpa_kernel restricts infini's choice as it does
+    CPU's: under MATH both run the math backend."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q = values(1, 2, 4, 8, seed=3).requires_grad_()
+    with sdpa_kernel(SDPBackend.MATH):
+        want = F.scaled_dot_product_attention(q, q, q)
+        got = unserved_skips(lambda: F.scaled_dot_product_attention(*(q.detach().to(DEV).requires_grad_(),) * 3))
+    assert_same(got.detach(), want.detach(), rtol=1e-5, atol=1e-6)
+    assert got.grad_fn.name() == want.grad_fn.name()
+
+
+def to_device_kwargs(kwargs: dict) -> dict:
+    return {name: to_device(value) for name, value in kwargs.items()}
