@@ -84,7 +84,12 @@ at::Tensor Aliases::of(const TensorSnapshot& t) {
   return alias;
 }
 
-QueuedArgs::QueuedArgs(torch::jit::Stack args) : values_(std::move(args)) {
+QueuedArgs::QueuedArgs(torch::jit::Stack args,
+                       c10::ArrayRef<at::Tensor> results)
+    : values_(std::move(args)) {
+  for (const at::Tensor& t : results) {
+    results_.push_back(TensorSnapshot::of(t));
+  }
   const auto device_tensor = [](const at::Tensor& t) {
     return t.defined() && !t.device().is_cpu();
   };
@@ -126,13 +131,10 @@ QueuedArgs::QueuedArgs(torch::jit::Stack args) : values_(std::move(args)) {
   }
 }
 
-void QueuedArgs::add_result(const at::Tensor& t) {
-  results_.push_back(TensorSnapshot::of(t));
-}
-
-torch::jit::Stack QueuedArgs::take_stack(Aliases& aliases) {
+torch::jit::Stack QueuedArgs::stack(Aliases& aliases) const {
+  torch::jit::Stack values = values_;
   for (const Slot& slot : slots_) {
-    c10::IValue& value = values_[slot.position];
+    c10::IValue& value = values[slot.position];
     const TensorSnapshot* tensors = tensors_.data() + slot.first;
     switch (slot.kind) {
       case Kind::kTensor:
@@ -160,7 +162,7 @@ torch::jit::Stack QueuedArgs::take_stack(Aliases& aliases) {
       }
     }
   }
-  return std::move(values_);
+  return values;
 }
 
 c10::SmallVector<at::Tensor, 2> QueuedArgs::results(Aliases& aliases) const {

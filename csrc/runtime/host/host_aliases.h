@@ -64,12 +64,13 @@ class Aliases {
 // or in a Tensor[] or Tensor?[]) as snapshots.
 class QueuedArgs {
  public:
-  // On the submitting thread.
-  explicit QueuedArgs(torch::jit::Stack args);
-  void add_result(const at::Tensor& t);
-  // On the thread that runs the call, once: the stack of CPU aliases, and
-  // the aliases of the results.
-  torch::jit::Stack take_stack(Aliases& aliases);
+  // On the submitting thread: the call's arguments, and the tensors a
+  // functional overload's results are copied into.
+  QueuedArgs(torch::jit::Stack args, c10::ArrayRef<at::Tensor> results);
+  // On the thread that runs the call (as often as it runs: a captured
+  // graph replays it): the stack of CPU aliases, and the aliases of the
+  // results.
+  torch::jit::Stack stack(Aliases& aliases) const;
   c10::SmallVector<at::Tensor, 2> results(Aliases& aliases) const;
 
  private:

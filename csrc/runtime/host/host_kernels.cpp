@@ -197,19 +197,25 @@ class HostKernels final : public OpKernels {
   }
 
   void aten(int device, StreamHandle stream, AtenCall call) override {
-    // The aliases are made where the call runs (see host_aliases.h).
-    QueuedArgs queued(std::move(call.args));
-    for (const at::Tensor& t : call.results_into) {
-      queued.add_result(t);
-    }
+    // The aliases are made where the call runs (see host_aliases.h). The
+    // call is made once on the heap and shared by the task and its copies (a
+    // captured graph's replays), never moved.
+    struct Queued {
+      explicit Queued(AtenCall& call)
+          : op(call.op), args(std::move(call.args), call.results_into) {}
+      c10::OperatorHandle op;
+      QueuedArgs args;
+    };
+    auto queued = std::make_shared<const Queued>(call);
     const c10::OperatorName& name = call.op.operator_name();
     profiler::TaskLabel label(name.name.c_str(), profiler::WorkKind::kKernel,
                               device, stream, name.overload_name.c_str());
     provider_.stream(device, stream)
-        .enqueue([op = call.op, queued = std::move(queued)]() mutable {
+        .enqueue([queued = std::move(queued)] {
+          const c10::OperatorHandle& op = queued->op;
           Aliases aliases;
-          torch::jit::Stack args = queued.take_stack(aliases);
-          const auto results_into = queued.results(aliases);
+          torch::jit::Stack args = queued->args.stack(aliases);
+          const auto results_into = queued->args.results(aliases);
           WrittenArgs written(op.schema(), args);
           at::AutoDispatchBelowADInplaceOrView below_autograd;
           op.callBoxed(args);
