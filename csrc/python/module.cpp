@@ -233,6 +233,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         default_generator(static_cast<c10::DeviceIndex>(d))));
   });
 
+  // torch.infini.current_stream(d).synchronize() without the Stream object
+  // (what a compiled graph's wrapper waits with before its C++ kernels).
+  m.def("_synchronize_current_stream", [](int64_t d) {
+    const c10::Stream s = current_stream(static_cast<c10::DeviceIndex>(d));
+    python::without_gil([&] {
+      runtime::provider().stream_synchronize(s.device_index(),
+                                             native_stream(s));
+    });
+  });
   m.def("_current_stream", [](int64_t d) {
     return pack_stream(current_stream(static_cast<c10::DeviceIndex>(d)));
   });
