@@ -2,7 +2,8 @@
 // (as for CUDA and XPU), which only CUDA implements: _thnn_fused_lstm_cell,
 // _thnn_fused_gru_cell and their backward kernels. Composed here from ATen
 // operators, with CUDA's workspace layouts, so nn.LSTM / nn.GRU / LSTMCell /
-// GRUCell run forward and backward.
+// GRUCell run forward and backward. And, on the host runtime, nn.LSTM's
+// whole sequence as CPU runs it (see lstm_as_cpu below).
 //
 // Where the composition runs:
 //   - on the Infini stack, as infini operators, one queued call each;
@@ -16,6 +17,8 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/RNN.h>
+#include <ATen/ops/lstm_native.h>
 #include <torch/library.h>
 
 #include <tuple>
@@ -146,6 +149,46 @@ template <>
 const char* GruCellBackward::name =
     "infini_host::_thnn_fused_gru_cell_backward";
 
+// nn.LSTM on the host runtime, as CPU runs it. CPU's lstm runs oneDNN's
+// LSTM where its rule allows (float32, oneDNN enabled, no projections, no
+// symbolic sizes): one mkldnn_rnn_layer call per layer and direction, and
+// one backward. For a PrivateUse1 tensor PyTorch takes the per-step path
+// instead: a cell and two matmuls per time step, forward and backward, each
+// a queued call (nn.LSTM trained 1.6-1.8x slower than on the CPU). So where
+// CPU would take oneDNN's path, infini takes it too: the same stub, whose
+// operators (mkldnn_rnn_layer, its backward, the views and stacks) the
+// generic kernel queues; the results are CPU's. Elsewhere, and on the
+// Infini stack, PyTorch's own lstm.
+// CPU's oneDNN LSTM: the CPU entry of PyTorch's lstm_mkldnn_stub (its
+// dispatching call is not exported; every CPU capability level shares one
+// kernel). Null in a build without oneDNN.
+at::native::lstm_fn onednn_lstm() {
+  return at::native::lstm_mkldnn_stub_DECLARE_DISPATCH_type::DEFAULT;
+}
+
+bool lstm_runs_onednn(const at::Tensor& input, at::TensorList hx) {
+  return runtime::kernels().runs_cpu_kernels() && onednn_lstm() != nullptr &&
+      at::globalContext().hasMKLDNN() &&
+      at::globalContext().userEnabledMkldnn() &&
+      input.scalar_type() == at::kFloat && hx.size() == 2 &&
+      hx[0].sym_size(2) == hx[1].sym_size(2) &&
+      !hx[0].unsafeGetTensorImpl()->has_symbolic_sizes_strides();
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_as_cpu(
+    const at::Tensor& input, at::TensorList hx, at::TensorList params,
+    bool has_biases, int64_t num_layers, double dropout, bool train,
+    bool bidirectional, bool batch_first) {
+  if (!lstm_runs_onednn(input, hx)) {
+    return at::native::lstm(input, hx, params, has_biases, num_layers,
+                            dropout, train, bidirectional, batch_first);
+  }
+  at::Tensor output, hy, cy;
+  onednn_lstm()(output, hy, cy, input, hx, params, has_biases, num_layers,
+                dropout, train, bidirectional, batch_first);
+  return {std::move(output), std::move(hy), std::move(cy)};
+}
+
 }  // namespace
 
 // Internal: the host runtime's one-call cells (their schemas are ATen's).
@@ -199,6 +242,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
          TORCH_FN(LstmCellBackward::call));
   m.impl("_thnn_fused_gru_cell", TORCH_FN(GruCell::call));
   m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(GruCellBackward::call));
+}
+
+// lstm.input is CompositeImplicitAutograd: a kernel of infini's autograd key
+// takes its place for infini tensors; the operators it calls record their
+// own backward.
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("lstm.input", TORCH_FN(lstm_as_cpu));
 }
 
 }  // namespace torch_infini::ops
