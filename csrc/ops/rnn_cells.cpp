@@ -149,16 +149,6 @@ template <>
 const char* GruCellBackward::name =
     "infini_host::_thnn_fused_gru_cell_backward";
 
-// nn.LSTM on the host runtime, as CPU runs it. CPU's lstm runs oneDNN's
-// LSTM where its rule allows (float32, oneDNN enabled, no projections, no
-// symbolic sizes): one mkldnn_rnn_layer call per layer and direction, and
-// one backward. For a PrivateUse1 tensor PyTorch takes the per-step path
-// instead: a cell and two matmuls per time step, forward and backward, each
-// a queued call (nn.LSTM trained 1.6-1.8x slower than on the CPU). So where
-// CPU would take oneDNN's path, infini takes it too: the same stub, whose
-// operators (mkldnn_rnn_layer, its backward, the views and stacks) the
-// generic kernel queues; the results are CPU's. Elsewhere, and on the
-// Infini stack, PyTorch's own lstm.
 // CPU's oneDNN LSTM: the CPU entry of PyTorch's lstm_mkldnn_stub (its
 // dispatching call is not exported; every CPU capability level shares one
 // kernel). Null in a build without oneDNN.
@@ -175,6 +165,16 @@ bool lstm_runs_onednn(const at::Tensor& input, at::TensorList hx) {
       !hx[0].unsafeGetTensorImpl()->has_symbolic_sizes_strides();
 }
 
+// nn.LSTM on the host runtime, as CPU runs it. CPU's lstm runs oneDNN's
+// LSTM where its rule allows (float32, oneDNN enabled, no projections, no
+// symbolic sizes): one mkldnn_rnn_layer call per layer and direction, and
+// one backward. For a PrivateUse1 tensor PyTorch takes the per-step path
+// instead: a cell and two matmuls per time step, forward and backward, each
+// a queued call (nn.LSTM trained 1.6-1.8x slower than on the CPU). So where
+// CPU would take oneDNN's path, infini takes it too: the same stub, whose
+// operators (mkldnn_rnn_layer, its backward, the views and stacks) the
+// generic kernel queues; the results are CPU's. Elsewhere, and on the
+// Infini stack, PyTorch's own lstm.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_as_cpu(
     const at::Tensor& input, at::TensorList hx, at::TensorList params,
     bool has_biases, int64_t num_layers, double dropout, bool train,
