@@ -32,11 +32,17 @@ namespace {
 // the waker pays for it too (an inter-processor interrupt, about 10 us of
 // the submitting thread's time here). Both the worker (for new work) and a
 // synchronizing caller (for completion) spin before they sleep, as CUDA's
-// default scheduling does. 200 us covers the gaps a training step leaves
-// between queued calls (Python, the autograd engine, the optimizer): with
-// 50 us the worker of a llama-tiny training step slept 4x as often, and the
-// step took 7% longer.
-constexpr auto kSpin = std::chrono::microseconds(200);
+// default scheduling does.
+// - The worker's idle spin covers the gaps a training step leaves between
+//   queued calls (Python, the autograd engine, the optimizer): with 50 us
+//   the worker of a llama-tiny training step slept 4x as often, and the
+//   step took 7% longer.
+// - A caller waiting for the task the worker runs spins briefly: on a busy
+//   machine its spin takes the core the worker needs (a synchronous 1 MiB
+//   pinned copy beside one CPU-bound process took 4.7x memcpy with 200 us,
+//   1.7x with 50 us).
+constexpr auto kWorkerSpin = std::chrono::microseconds(200);
+constexpr auto kSpin = std::chrono::microseconds(50);
 // How often a sleeping worker checks for work by itself after its stream's
 // last activity, and for how many checks: a task whose wake-up was deferred
 // waits at most kDeferredCheck, and an idle stream's worker soon sleeps until
@@ -45,8 +51,8 @@ constexpr auto kDeferredCheck = std::chrono::milliseconds(1);
 constexpr int kDeferredChecks = 16;
 
 template <typename Ready>
-bool spin_until(Ready ready) {
-  const auto deadline = Clock::now() + kSpin;
+bool spin_until(Ready ready, Clock::duration limit = kSpin) {
+  const auto deadline = Clock::now() + limit;
   for (unsigned i = 0;; ++i) {
     if (ready()) {
       return true;
@@ -381,7 +387,7 @@ void HostStream::run() {
   // The idle spin pays off only while work keeps arriving within it (a loop
   // queuing small ops); when it runs out it only takes a core from other
   // threads, on a busy machine from the submitter itself. So the worker
-  // spins only after an idle gap shorter than kSpin, not again after a spin
+  // spins only after an idle gap shorter than kWorkerSpin, not again after a spin
   // that ran out (until a short gap shows work arriving quickly again), and
   // not while callers wait for their tasks one at a time (defer_wakes_).
   bool spin = true;
@@ -390,9 +396,12 @@ void HostStream::run() {
       const auto idle_since = Clock::now();
       if (spin && !defer_wakes_) {
         lock.unlock();
-        spin = spin_until([&] {
-          return submitted_.load() > completed_.load() && !executing_.load();
-        });
+        spin = spin_until(
+            [&] {
+              return submitted_.load() > completed_.load() &&
+                  !executing_.load();
+            },
+            kWorkerSpin);
         lock.lock();
       }
       // Sleep. For a while after the stream's last activity the worker also
@@ -425,10 +434,10 @@ void HostStream::run() {
       worker_sleeping_ = false;
       worker_polling_ = false;
       // Measured to the work's arrival, not to this wake-up: the wake-up's
-      // own latency (often longer than kSpin on a virtual machine) would
+      // own latency (often longer than the spin on a virtual machine) would
       // otherwise keep every later idle time from spinning.
       spin = became_busy_ - idle_since.time_since_epoch().count() <
-          std::chrono::duration_cast<Clock::duration>(kSpin).count();
+          std::chrono::duration_cast<Clock::duration>(kWorkerSpin).count();
       if (can_take()) {
         // Woken for work nobody waits for (a second task, or a lone one
         // left for a whole check): work to overlap, wake-ups are due again.
