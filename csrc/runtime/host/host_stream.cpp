@@ -38,9 +38,10 @@ namespace {
 //   the worker of a llama-tiny training step slept 4x as often, and the
 //   step took 7% longer.
 // - A caller waiting for the task the worker runs spins briefly: on a busy
-//   machine its spin takes the core the worker needs (a synchronous 1 MiB
-//   pinned copy beside one CPU-bound process took 4.7x memcpy with 200 us,
-//   1.7x with 50 us).
+//   machine its spin takes the core the worker needs. (Beside one CPU-bound
+//   process, this VM's figures moved by 2-10x between runs of one build, so
+//   no measurement chose between 50 and 200 us here; the reason is the
+//   mechanism.)
 constexpr auto kWorkerSpin = std::chrono::microseconds(200);
 constexpr auto kSpin = std::chrono::microseconds(50);
 // How often a sleeping worker checks for work by itself after its stream's
