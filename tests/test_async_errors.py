@@ -147,6 +147,26 @@ def test_huge_request_raises_out_of_memory_despite_a_pending_error():
         torch.infini.synchronize()
 
 
+def test_a_completed_failing_task_always_reports_its_error():
+    """A caller that sees the failing task completed sees its error: polled
+    without a pause, query() once returned True (completed, no error) in a
+    third of the tries, because the worker published the completion before
+    the error."""
+    missed = 0
+    for _ in range(200):
+        s = torch.infini.Stream()
+        with torch.infini.stream(s):
+            fail_async()
+        try:
+            while not s.query():
+                pass
+            missed += 1
+        except RuntimeError as e:
+            assert "out of range" in str(e) or "out of bounds" in str(e), e
+        drain_async_errors()
+    assert missed == 0, f"{missed} of 200 completed failing tasks reported no error"
+
+
 def test_stream_query_reports_once_then_is_clean():
     s = torch.infini.Stream()
     with torch.infini.stream(s):

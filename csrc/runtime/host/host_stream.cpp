@@ -361,14 +361,18 @@ void HostStream::run_front(std::unique_lock<std::mutex>& lock) {
   // that synchronize() really means "nothing of it is left".
   task = nullptr;
   lock.lock();
-  executing_ = false;
-  ++completed_;
+  // The error before the completion: query() and event queries read
+  // completed_ and has_error_ without the lock, and a caller that sees the
+  // task completed must see its error (it once saw the completion alone,
+  // and the error went unreported).
   if (!failure.empty() && error_.empty()) {
     error_ = "infini host runtime: asynchronous error on device " +
         std::to_string(device_) + ": " + failure;
     error_ticket_ = ticket;
     has_error_ = true;
   }
+  executing_ = false;
+  ++completed_;
   if (sync_waiters_ > 0) {
     done_cv_.notify_all();
   }
