@@ -6,8 +6,6 @@
 #include <ATen/ATen.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/record_function.h>
-#include <c10/core/CPUAllocator.h>
-
 
 #include "profiler/device_trace.h"
 #include "runtime/host/host_aliases.h"

@@ -392,9 +392,9 @@ void HostStream::run() {
   // The idle spin pays off only while work keeps arriving within it (a loop
   // queuing small ops); when it runs out it only takes a core from other
   // threads, on a busy machine from the submitter itself. So the worker
-  // spins only after an idle gap shorter than kWorkerSpin, not again after a spin
-  // that ran out (until a short gap shows work arriving quickly again), and
-  // not while callers wait for their tasks one at a time (defer_wakes_).
+  // spins only after an idle gap shorter than kWorkerSpin, not again after a
+  // spin that ran out (until a short gap shows work arriving quickly again),
+  // and not while callers wait for their tasks one at a time (defer_wakes_).
   bool spin = true;
   for (;;) {
     if (!ready()) {
