@@ -197,16 +197,23 @@ uint64_t HostStream::enqueue(Task task, bool may_block) {
       task = profiler::traced(*label, std::move(task));
     }
   }
+  if (may_block && !on_worker_thread && caller_task_scopes == 0) {
+    const uint64_t queued = submitted_.load();
+    if (queued - completed_.load() >= kMaxQueueDepth) {
+      // Backpressure. The caller runs pending tasks itself, with its own
+      // intra-op pool as CPU eager would, until kResumeDepth are left; then
+      // the worker takes the rest while the caller goes on queuing. (A
+      // caller asleep here would leave a compute-bound loop that queued far
+      // ahead, such as a model's forward, to the worker's smaller pool; and
+      // a larger worker pool beside the caller's makes OpenMP throttle
+      // every team's spinning, which slowed small kernels several-fold.)
+      wait_for(queued - kResumeDepth);
+    }
+  }
   bool wake = false;
   uint64_t ticket = 0;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (may_block && !on_worker_thread && caller_task_scopes == 0 &&
-        queue_.size() >= kMaxQueueDepth) {
-      ++space_waiters_;
-      space_cv_.wait(lock, [&] { return queue_.size() <= kResumeDepth; });
-      --space_waiters_;
-    }
     const Clock::rep now = Clock::now().time_since_epoch().count();
     if (queue_.empty()) {
       became_busy_ = now;
@@ -350,9 +357,6 @@ void HostStream::run_front(std::unique_lock<std::mutex>& lock) {
   // Tasks complete in order, one at a time: the front one is the next ticket.
   const uint64_t ticket = completed_.load() + 1;
   executing_ = true;
-  if (space_waiters_ > 0 && queue_.size() <= kResumeDepth) {
-    space_cv_.notify_all();
-  }
   // Never hold the queue lock while work runs: submitters must not wait on
   // the device.
   lock.unlock();

@@ -8,8 +8,9 @@
 // Execution ownership: at most one thread runs a stream's tasks at a time,
 // always the front task, so tasks run one after another in submission order.
 // That thread is usually the worker; but a thread that must wait for tasks
-// nobody has started yet (a synchronize, an event wait, a .cpu()) runs them
-// itself instead of waking the worker and sleeping: a synchronous small op
+// nobody has started yet (a synchronize, an event wait, a .cpu(), a
+// submission to a full queue) runs them itself instead of waking the worker
+// and sleeping: a synchronous small op
 // then costs no thread hand-off, and on a loaded machine no wake-up of a
 // descheduled worker. A worker that finishes a task while a caller waits
 // leaves it the rest, which then run with the caller's intra-op threads, as
@@ -46,9 +47,10 @@ class HostStream {
   int priority() const { return priority_; }
 
   // Queues `task`; returns at once, unless the queue already holds
-  // kMaxQueueDepth pending tasks: then the caller waits until the worker has
-  // drained it to kResumeDepth (backpressure, as a CUDA launch blocks on a
-  // full queue), so a fast producer cannot grow host memory without bound.
+  // kMaxQueueDepth pending tasks: then the caller first runs pending tasks
+  // (as a waiting caller does, see wait_for) until kResumeDepth are left
+  // (backpressure, as a CUDA launch blocks on a full queue), so a fast
+  // producer cannot grow host memory without bound.
   // `may_block=false` never waits: event records, which the allocators queue
   // under their locks, and anything queued from a worker thread (a worker
   // waiting on another stream's full queue could close a cycle of waits).
@@ -103,7 +105,6 @@ class HostStream {
   std::mutex mutex_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
-  std::condition_variable space_cv_;  // producers waiting on a full queue
   std::deque<Task> queue_;
   // Written under mutex_ (so condition variables see them consistently), read
   // without it while spinning.
@@ -133,7 +134,6 @@ class HostStream {
   // Callers waiting for a task another thread runs (spinning or asleep):
   // the worker leaves them the pending tasks.
   int callers_waiting_ = 0;
-  int space_waiters_ = 0;
   bool stopping_ = false;
   std::string error_;
   uint64_t error_ticket_ = 0;  // the ticket of the task that raised error_
