@@ -1,6 +1,8 @@
 """torch.compile on infini: Inductor's C++ code generation on providers whose
 device memory the host addresses (the host runtime here), in stream order;
-compiled results against eager infini (and CPU).
+compiled results against eager infini (and CPU). On the host runtime the
+generated kernels are queued on the current stream, as CUDA's are: the
+oracle for their stream, capture and error behaviour is torch.cuda's.
 
 On the Infini stack with an accelerator backend there is no code generator:
 the default backend raises naming aot_eager (tested where it applies)."""
@@ -16,7 +18,7 @@ import torch
 from torch import nn
 
 import torch_infini
-from infini_testing import DEV, hold
+from infini_testing import DEV, drain_async_errors, hold
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "models"))
@@ -27,6 +29,8 @@ pytestmark = pytest.mark.skipif(not torch_infini._compile.host_addressable(),
                                 reason="Inductor generates code only where the host addresses device memory")
 
 TOL = dict(rtol=1e-4, atol=1e-5)
+queued_kernels = pytest.mark.skipif(not torch_infini._compile.queues_host_kernels(),
+                                    reason="generated kernels are queued only where the provider queues host work")
 
 
 @pytest.fixture(autouse=True)
@@ -80,8 +84,9 @@ def test_inductor_compiles_the_decoder_block_and_the_cnn(name):
 
 
 def test_compiled_kernels_wait_for_queued_work():
-    """A generated C++ kernel runs on the calling thread: it must see the work
-    queued before it on the current stream (a delay holds the stream)."""
+    """A generated C++ kernel (queued on the stream, or run on the calling
+    thread) must see the work queued before it on the current stream (a
+    delay holds the stream)."""
     fn = torch.compile(lambda t: torch.nn.functional.gelu(t) * 2 + 1)
     x = torch.randn(256).to(DEV)
     fn(x)  # compiled
@@ -164,12 +169,11 @@ def _convolutions(a, b):
 @pytest.mark.parametrize("fn, shapes", [(_matmuls, ((32, 32), (32, 32))),
                                         (_convolutions, ((16, 96, 96), (16, 16, 3, 3)))], ids=["mm", "conv"])
 def test_mixed_extern_and_generated_kernels_keep_stream_order(fn, shapes):
-    """A graph mixing extern kernels (mm: run on the calling thread on the
-    host runtime; convolution: queued on the stream) and generated C++
-    kernels (run on the calling thread), whose inputs are written by work
+    """A graph mixing extern kernels (mm, convolution: infini operators,
+    queued) and generated C++ kernels, whose inputs are written by work
     queued just before the call (held back by a delay): every kernel must see
-    the results of the work before it, queued or not. New inputs each call,
-    so a stale buffer shows."""
+    the results of the work before it. New inputs each call, so a stale
+    buffer shows."""
     compiled = torch.compile(fn)
     a, b = (torch.zeros(shape).to(DEV) for shape in shapes)
     compiled(a, b)  # compiled on zeros
@@ -240,3 +244,104 @@ def test_automatic_dynamic_shapes_recompile_once():
         x = torch.randn(3, n).to(DEV)
         torch.testing.assert_close(fn(x).cpu(), torch.softmax(x.cpu() * 2, dim=-1), **TOL)
     assert counters["stats"]["unique_graphs"] == 2
+
+
+def _gelu_affine(t):
+    return torch.nn.functional.gelu(t) * 2 + 1
+
+
+@queued_kernels
+def test_compiled_graph_returns_before_the_stream_runs_it():
+    """As a CUDA graph's kernels are launched, not run: behind a held stream
+    the compiled call returns with its work still pending (the calling
+    thread does not wait), and the result is right once the stream gets
+    there."""
+    fn = torch.compile(_gelu_affine)
+    x = torch.randn(256).to(DEV)
+    fn(x)
+    stream = torch.infini.current_stream()
+    stream.synchronize()
+    hold(stream, 300)
+    out = fn(x)
+    assert not stream.query()  # the delay, and the graph behind it, pending
+    stream.synchronize()
+    torch.testing.assert_close(out.cpu(), _gelu_affine(x.cpu()), **TOL)
+
+
+@queued_kernels
+def test_compiled_graph_runs_on_the_current_side_stream():
+    """Under torch.infini.stream(s) the graph's kernels go to s, in order
+    after s's work, and leave the default stream free (torch.cuda's stream
+    semantics)."""
+    fn = torch.compile(_gelu_affine)
+    x = torch.randn(256).to(DEV)
+    fn(x)
+    torch.infini.synchronize()
+    side = torch.infini.Stream()
+    hold(side, 300)
+    with torch.infini.stream(side):
+        out = fn(x)
+    assert torch.infini.default_stream().query()
+    assert not side.query()
+    side.synchronize()
+    torch.testing.assert_close(out.cpu(), _gelu_affine(x.cpu()), **TOL)
+
+
+@queued_kernels
+def test_compiled_graph_is_captured_and_replayed():
+    """A compiled call inside torch.infini.graph is recorded, kernels
+    included; a replay recomputes it from the captured input's new values,
+    as a CUDA graph replays a compiled model's kernels."""
+    fn = torch.compile(_gelu_affine)
+    x = torch.randn(64).to(DEV)
+    fn(x)
+    side = torch.infini.Stream()
+    side.wait_stream(torch.infini.current_stream())
+    graph = torch.infini.InfiniGraph()
+    with torch.infini.stream(side), torch.infini.graph(graph):
+        out = fn(x)
+    torch.infini.current_stream().wait_stream(side)
+    new = torch.linspace(-3, 3, 64)
+    x.copy_(new.to(DEV))
+    graph.replay()
+    torch.infini.synchronize()
+    torch.testing.assert_close(out.cpu(), _gelu_affine(new), **TOL)
+
+
+@queued_kernels
+def test_a_failing_compiled_kernel_reports_at_the_next_synchronize():
+    """Integer division by zero in a generated kernel: CPU raises
+    RuntimeError naming ZeroDivisionError at the call; a queued kernel
+    raises the same at the next synchronizing call (an asynchronous error,
+    as a CUDA kernel's), and the device keeps working."""
+    fn = torch.compile(lambda a, b: a // b + 1)
+    a = torch.arange(8)
+    zeros = torch.zeros(8, dtype=torch.long)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fn(a, zeros)
+    try:
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            fn(a.to(DEV), zeros.to(DEV))
+            torch.infini.synchronize()
+    finally:
+        drain_async_errors()
+    torch.testing.assert_close(fn(a.to(DEV), torch.ones(8, dtype=torch.long).to(DEV)).cpu(), a + 1)
+
+
+@queued_kernels
+def test_profiler_shows_compiled_kernels_on_the_device_timeline():
+    """Each queued kernel is a device event named after its kernel
+    (infini::host_kernel<cpp_fused_...>), as a compiled CUDA graph's Triton
+    kernels are on the CUDA timeline."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    fn = torch.compile(_gelu_affine)
+    x = torch.randn(256).to(DEV)
+    fn(x)
+    torch.infini.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        fn(x)
+        torch.infini.synchronize()
+    names = [e.name for e in prof.events() if e.device_type == DeviceType.PrivateUse1]
+    assert any(name.startswith("infini::host_kernel<cpp_fused_") for name in names), names

@@ -14,7 +14,7 @@ import torch
 import torch_infini
 
 CAPABILITIES = {"async_copy", "pinned_memory", "timed_events", "async_execution", "blocking_events", "graphs",
-                "host_addressable"}
+                "host_addressable", "host_funcs"}
 STACK_COMPILED = bool(torch_infini.build_info()["infini_stack"])
 
 

@@ -8,14 +8,19 @@ Inductor's own backends, first needed at the first compile), so
 Inductor generates C++ kernels (its CPU code generator) where the provider's
 device memory is addressable from the host: the built-in host runtime (and
 InfiniRT's CPU backend, once its provider reports ``host_addressable``). The
-generated wrapper keeps the current stream's order: C++ kernels run on the
-calling thread over device memory, after a wait for the current stream
-whenever something may have been queued since the last wait (the graph's
-start, a queued extern kernel); on the host runtime the extern matmuls run on
-the calling thread too, so a typical graph waits once. Other extern kernels
-(convolutions, fallbacks) are infini operators, queued like any other. On
-providers whose memory the host cannot address there is no code generator:
-``torch.compile`` with the default backend raises, naming
+generated wrapper keeps the current stream's order, in one of two ways:
+
+- Where the provider queues host functions on its streams (the host
+  runtime), each C++ kernel is queued on the current stream, as a CUDA
+  graph's kernels are launched: the graph runs asynchronously, in stream
+  order with the eager work around it, and extern kernels (matmuls,
+  convolutions, fallbacks) are infini operators, queued like any other.
+- Elsewhere, C++ kernels run on the calling thread over device memory, after
+  a wait for the current stream whenever something may have been queued
+  since the last wait (the graph's start, a queued extern kernel).
+
+On providers whose memory the host cannot address there is no code
+generator: ``torch.compile`` with the default backend raises, naming
 ``backend="aot_eager"``, which works everywhere. See docs/compile.md.
 """
 
@@ -41,6 +46,14 @@ def host_addressable() -> bool:
     if "host_addressable" in caps:
         return bool(caps["host_addressable"])
     return info["provider"] == "host" or info["backend"] == "cpu"
+
+
+def queues_host_kernels() -> bool:
+    """Whether generated C++ kernels are queued on the current stream (the
+    provider queues host functions) rather than run on the calling thread."""
+    from . import _C
+
+    return bool(_C._provider_info()["capabilities"].get("host_funcs", False)) and host_addressable()
 
 
 def _provider_name() -> str:
@@ -133,7 +146,7 @@ def _register_dynamo() -> None:
 
 
 def _register_inductor() -> None:
-    global _HOST_EXTERNS
+    global _QUEUED_KERNELS
     from torch._inductor.codegen.common import (
         DeviceOpOverrides,
         register_backend_for_device,
@@ -171,11 +184,8 @@ def _register_inductor() -> None:
             self.imports.writeline("from torch_infini._C import _empty_strided as empty_strided_infini")
             # current_stream().synchronize() without making a Stream object (2 us).
             self.imports.writeline("from torch_infini._C import _synchronize_current_stream")
-            if _HOST_EXTERNS:
-                # _host_call(kernel, *args, **kwargs) runs the kernel over CPU
-                # aliases of its infini tensors (C++: a Python-level alias
-                # costs more than a small matmul).
-                self.imports.writeline("from torch_infini._C import _host_call")
+            if _QUEUED_KERNELS:
+                self.imports.writeline("from torch_infini._C import _launch_host_kernel as launch_host_kernel")
 
         def make_allocation(self, name: str, device: torch.device, dtype: torch.dtype, shape: Any,
                             stride: Any, allocation_shape: Any = None, is_pinned: bool = False) -> str:
@@ -199,17 +209,14 @@ def _register_inductor() -> None:
             super().run_wrapper_ir_passes(is_inference)
             self.lines = _order_host_kernels(self.lines)
 
-        def _generate_extern_kernel_out_helper(self, kernel: str, out: str, out_view: Any, args: list[str],
-                                               device: str, *rest: Any, **kwargs: Any) -> None:
-            if kernel in _HOST_EXTERNS:
-                # Run on the calling thread, after the stream's work (see _order_host_kernels).
-                args = [kernel, *args]
-                kernel = "_host_call"
-            super()._generate_extern_kernel_out_helper(kernel, out, out_view, args, device, *rest, **kwargs)
-
         def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, *, device: Any = None,
                                          triton: bool = True, **kwargs: Any) -> Any:
-            # The C++ kernel is called on the calling thread, like the CPU's.
+            if _queued(device, kwargs.get("arg_types")):
+                # Queued on the current stream, in order with the work around it.
+                self.writeline(f"launch_host_kernel({kernel_name}, {kernel_name!r}, {', '.join(call_args)})")
+                return None
+            # The C++ kernel is called on the calling thread, like the CPU's
+            # (after a wait for the stream, see _order_host_kernels).
             return super()._generate_kernel_call_helper(kernel_name, call_args, device=torch.device("cpu"),
                                                         triton=False, **kwargs)
 
@@ -228,8 +235,7 @@ def _register_inductor() -> None:
         _use_cpu_realize_heuristics_for_infini()
         _use_cpp_backend_for_infini()
         _keep_convolution_layouts_on_infini()
-        if _provider_name() == "host":
-            _HOST_EXTERNS = frozenset(_HOST_EXTERN_NAMES)
+        _QUEUED_KERNELS = queues_host_kernels()
         scheduling: Callable[..., Any] = CppScheduling
     else:
         from . import _C
@@ -264,21 +270,37 @@ def _register_inductor() -> None:
 _SYNC_LINE = "_synchronize_current_stream(-1)"
 
 
-# Extern kernels with an out= argument that, on the host runtime, run on the
-# calling thread over device memory: the same ATen CPU kernel the stream's
-# worker would run, minus the hand-off to the worker and back (one wait per
-# hand-off costs more than a small matmul). Set in _register_inductor.
-_HOST_EXTERNS: frozenset[str] = frozenset()
-_HOST_EXTERN_NAMES = ("extern_kernels.mm", "extern_kernels.addmm", "extern_kernels.bmm",
-                      "extern_kernels.baddbmm")
+# Whether generated C++ kernels are queued (queues_host_kernels()). Set in
+# _register_inductor.
+_QUEUED_KERNELS = False
+# The most arguments a queued kernel may take (kMaxArgs in
+# csrc/python/host_kernel_launch.cpp), and the types it may take: pointers and
+# Inductor's index type, which the launcher passes as machine words.
+_MAX_QUEUED_ARGS = 64
+_WORD_ARG_TYPES = ("int64_t", "const int64_t")
+
+
+def _queued(device: Any, arg_types: Any) -> bool:
+    """Whether a C++ kernel of ``device`` with these argument types is queued
+    (a graph's CPU kernels, over CPU tensors such as an optimizer's step
+    counts, run on the calling thread, as on the CPU)."""
+    if not _QUEUED_KERNELS or device is None or torch.device(device).type != "infini":
+        return False
+    if arg_types is None or len(arg_types) > _MAX_QUEUED_ARGS:
+        return False
+    return all(str(t).strip().endswith("*") or str(t).strip() in _WORD_ARG_TYPES for t in arg_types)
 
 
 def _runs_on_host(line: Any) -> bool:
+    """Whether a wrapper line runs a C++ kernel over device memory on the
+    calling thread (an infini kernel that is not queued; a graph's CPU
+    kernels touch only CPU tensors)."""
     from torch._inductor.codegen import wrapper
 
-    if isinstance(line, wrapper.KernelCallLine):
-        return not line.triton
-    return isinstance(line, wrapper.ExternKernelOutLine) and line.node.get_kernel_name() in _HOST_EXTERNS
+    if not isinstance(line, wrapper.KernelCallLine) or line.triton:
+        return False
+    device = line.device
+    return device is not None and torch.device(device).type == "infini" and not _queued(device, line.arg_types)
 
 
 def _order_host_kernels(lines: list[Any]) -> list[Any]:

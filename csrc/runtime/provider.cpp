@@ -125,4 +125,12 @@ std::string selection_reason() {
   return selection().reason;
 }
 
+void Provider::launch_host_func(int /*device*/, StreamHandle /*stream*/,
+                                std::function<void()> /*fn*/,
+                                const char* label) {
+  TORCH_CHECK(false, "launch_host_func(", label, "): infini on ", name(), "/",
+              backend(), " cannot queue host functions on its streams "
+              "(capabilities.host_funcs=no)");
+}
+
 }  // namespace torch_infini::runtime

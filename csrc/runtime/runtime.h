@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace torch_infini::runtime {
@@ -44,6 +45,8 @@ struct Capabilities {
   // (once the streams' work on them is done), as the built-in runtime's are:
   // host-side engines (gloo for torch.distributed) may then work in place.
   bool host_addressable = false;
+  // launch_host_func queues host functions on streams.
+  bool host_funcs = false;
 };
 
 class Provider {
@@ -78,6 +81,15 @@ class Provider {
   virtual void stream_wait_event(int device, StreamHandle stream,
                                  EventHandle event) = 0;
   virtual void device_synchronize(int device) = 0;
+  // Queues `fn` on `stream` (capabilities().host_funcs): it runs on a host
+  // thread after the stream's earlier work and before its later work, as
+  // cudaLaunchHostFunc's function does; under a capture it is recorded. A
+  // compiled graph's generated C++ kernels run this way, over device memory
+  // the host addresses. What `fn` throws becomes the stream's pending error.
+  // `label` (which must outlive the work) names it on a profiler's device
+  // timeline. The default refuses, naming the provider.
+  virtual void launch_host_func(int device, StreamHandle stream,
+                                std::function<void()> fn, const char* label);
 
   // Events.
   virtual EventHandle event_create(int device, bool timing, bool blocking) = 0;

@@ -66,6 +66,7 @@ HostProvider::HostProvider() {
   caps_.blocking_events = true;
   caps_.graphs = true;  // runtime/host/host_graph.h
   caps_.host_addressable = true;
+  caps_.host_funcs = true;
   kernels_ = make_host_kernels(*this);
 }
 
@@ -292,6 +293,14 @@ void HostProvider::memcpy_async(int device, void* dst, const void* src,
 
 OpKernels& HostProvider::kernels() {
   return *kernels_;
+}
+
+void HostProvider::launch_host_func(int device, StreamHandle handle,
+                                    std::function<void()> fn,
+                                    const char* label) {
+  profiler::TaskLabel traced(label, profiler::WorkKind::kKernel, device,
+                             handle);
+  stream(device, handle).enqueue(std::move(fn));
 }
 
 bool HostProvider::enqueue_delay(int device, StreamHandle handle, double ms) {

@@ -43,6 +43,8 @@ class HostProvider final : public Provider {
   void stream_wait_event(int device, StreamHandle stream,
                          EventHandle event) override;
   void device_synchronize(int device) override;
+  void launch_host_func(int device, StreamHandle stream,
+                        std::function<void()> fn, const char* label) override;
 
   EventHandle event_create(int device, bool timing, bool blocking) override;
   void event_destroy(int device, EventHandle event) override;
