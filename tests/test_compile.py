@@ -40,6 +40,21 @@ def _fresh_dynamo():
     torch._dynamo.reset()
 
 
+@pytest.fixture(params=["queued", "waits"])
+def kernel_order(request, monkeypatch):
+    """Both ways the wrapper keeps stream order: kernels queued on the stream
+    (the host runtime), and kernels run on the calling thread after a wait
+    (providers that cannot queue host functions; on the host runtime,
+    kernels taking floats)."""
+    if request.param == "queued" and not torch_infini._compile.queues_host_kernels():
+        pytest.skip("this provider does not queue host functions")
+    from torch._inductor.codegen.common import init_backend_registration
+
+    init_backend_registration()  # sets _QUEUED_KERNELS for the provider
+    monkeypatch.setattr(torch_infini._compile, "_QUEUED_KERNELS", request.param == "queued")
+    return request.param
+
+
 def _mlp() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8))
@@ -83,13 +98,17 @@ def test_inductor_compiles_the_decoder_block_and_the_cnn(name):
         torch.testing.assert_close(a.cpu(), b.cpu(), msg=n, **TOL)
 
 
-def test_compiled_kernels_wait_for_queued_work():
+def test_compiled_kernels_wait_for_queued_work(kernel_order):
     """A generated C++ kernel (queued on the stream, or run on the calling
     thread) must see the work queued before it on the current stream (a
     delay holds the stream)."""
+    from torch._inductor.utils import run_and_get_code
+
     fn = torch.compile(lambda t: torch.nn.functional.gelu(t) * 2 + 1)
     x = torch.randn(256).to(DEV)
-    fn(x)  # compiled
+    _, (code, *_) = run_and_get_code(fn, x)  # compiled
+    assert ("launch_host_kernel(" in code) == (kernel_order == "queued")
+    assert ("_synchronize_current_stream(-1)" in code) == (kernel_order == "waits")
     y = torch.zeros(256).to(DEV)
     hold(torch.infini.current_stream(), 50)
     y.copy_(x)  # queued behind the delay
@@ -168,7 +187,7 @@ def _convolutions(a, b):
 
 @pytest.mark.parametrize("fn, shapes", [(_matmuls, ((32, 32), (32, 32))),
                                         (_convolutions, ((16, 96, 96), (16, 16, 3, 3)))], ids=["mm", "conv"])
-def test_mixed_extern_and_generated_kernels_keep_stream_order(fn, shapes):
+def test_mixed_extern_and_generated_kernels_keep_stream_order(fn, shapes, kernel_order):
     """A graph mixing extern kernels (mm, convolution: infini operators,
     queued) and generated C++ kernels, whose inputs are written by work
     queued just before the call (held back by a delay): every kernel must see

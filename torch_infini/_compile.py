@@ -211,6 +211,9 @@ def _register_inductor() -> None:
 
         def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, *, device: Any = None,
                                          triton: bool = True, **kwargs: Any) -> Any:
+            from torch._inductor.virtualized import V
+
+            device = device or V.graph.get_current_device_or_throw()  # as Inductor resolves it
             if _queued(device, kwargs.get("arg_types")):
                 # Queued on the current stream, in order with the work around it.
                 self.writeline(f"launch_host_kernel({kernel_name}, {kernel_name!r}, {', '.join(call_args)})")
@@ -253,15 +256,15 @@ def _register_inductor() -> None:
 
     class CacheKey(CustomGraphModulePass):
         """Changes nothing in the graph; its uuid puts this file (the code
-        generation above) and the provider in Inductor's cache key, so a
-        cached graph compiled by another version or for another provider is
-        not reused."""
+        generation above), the provider and whether kernels are queued in
+        Inductor's cache key, so a cached graph compiled by another version,
+        for another provider or the other way is not reused."""
 
         def __call__(self, gm: torch.fx.GraphModule) -> None:
             pass
 
         def uuid(self) -> Any:
-            return (get_hash_for_files((__file__,)), _provider_name())
+            return (get_hash_for_files((__file__,)), _provider_name(), _QUEUED_KERNELS)
 
     register_backend_for_device("infini", scheduling, InfiniWrapperCodegen, device_custom_pass=CacheKey())
     register_device_op_overrides("infini", InfiniOpOverrides())
