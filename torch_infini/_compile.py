@@ -302,8 +302,12 @@ def _runs_on_host(line: Any) -> bool:
 
     if not isinstance(line, wrapper.KernelCallLine) or line.triton:
         return False
-    device = line.device
-    return device is not None and torch.device(device).type == "infini" and not _queued(device, line.arg_types)
+    # Read defensively (the line's fields vary across PyTorch releases): a
+    # kernel whose device is unknown is taken for an infini one and waits.
+    device = getattr(line, "device", None)
+    if device is not None and torch.device(device).type != "infini":
+        return False
+    return not _queued(device, getattr(line, "arg_types", None))
 
 
 def _order_host_kernels(lines: list[Any]) -> list[Any]:
