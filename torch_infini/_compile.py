@@ -276,10 +276,9 @@ _SYNC_LINE = "_synchronize_current_stream(-1)"
 # Whether generated C++ kernels are queued (queues_host_kernels()). Set in
 # _register_inductor.
 _QUEUED_KERNELS = False
-# The most arguments a queued kernel may take (kMaxArgs in
-# csrc/python/host_kernel_launch.cpp), and the types it may take: pointers and
-# Inductor's index type, which the launcher passes as machine words.
-_MAX_QUEUED_ARGS = 64
+# The types a queued kernel's arguments may have: pointers and Inductor's
+# index type, which the launcher passes as machine words (at most
+# _C._launch_host_kernel_max_args of them).
 _WORD_ARG_TYPES = ("int64_t", "const int64_t")
 
 
@@ -289,7 +288,10 @@ def _queued(device: Any, arg_types: Any) -> bool:
     counts, run on the calling thread, as on the CPU)."""
     if not _QUEUED_KERNELS or device is None or torch.device(device).type != "infini":
         return False
-    if arg_types is None or len(arg_types) > _MAX_QUEUED_ARGS:
+    from . import _C
+
+    most = _C._launch_host_kernel_max_args  # 0 where the ABI is not known
+    if arg_types is None or not most or len(arg_types) > most:
         return False
     return all(str(t).strip().endswith("*") or str(t).strip() in _WORD_ARG_TYPES for t in arg_types)
 

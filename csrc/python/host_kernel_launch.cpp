@@ -40,7 +40,7 @@ namespace py = pybind11;
 // Every argument of a generated kernel is a pointer or an int64_t: integer
 // class, passed in the same registers and stack slots as a machine word on
 // the ABIs below. The code generator queues only such kernels, with at most
-// kMaxArgs arguments (see host_kernel_queueable in torch_infini/_compile.py).
+// kMaxArgs arguments (_launch_host_kernel_max_args; none on other ABIs).
 #if (defined(__x86_64__) || defined(__aarch64__)) && UINTPTR_MAX == UINT64_MAX
 constexpr bool kWordArgsAbi = true;
 #else
@@ -193,6 +193,8 @@ PyMethodDef launch_def = {
 void bind_host_kernel_launch(py::module& m) {
   m.attr("_launch_host_kernel") =
       py::reinterpret_steal<py::object>(PyCFunction_New(&launch_def, nullptr));
+  // What the code generator may queue (torch_infini/_compile.py).
+  m.attr("_launch_host_kernel_max_args") = kWordArgsAbi ? kMaxArgs : 0;
 }
 
 }  // namespace torch_infini

@@ -10,9 +10,8 @@
 // That thread is usually the worker; but a thread that must wait for tasks
 // nobody has started yet (a synchronize, an event wait, a .cpu(), a
 // submission to a full queue) runs them itself instead of waking the worker
-// and sleeping: a synchronous small op
-// then costs no thread hand-off, and on a loaded machine no wake-up of a
-// descheduled worker. A worker that finishes a task while a caller waits
+// and sleeping: a synchronous small op then costs no thread hand-off, and on
+// a loaded machine no wake-up of a descheduled worker. A worker that finishes a task while a caller waits
 // leaves it the rest, which then run with the caller's intra-op threads, as
 // in CPU eager (see worker_intra_op_threads in host_stream.cpp). Either way the task sees the same thread-local state
 // (see TaskScope in host_stream.cpp), errors are sticky the same way, and
