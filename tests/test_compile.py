@@ -364,3 +364,20 @@ def test_profiler_shows_compiled_kernels_on_the_device_timeline():
         torch.infini.synchronize()
     names = [e.name for e in prof.events() if e.device_type == DeviceType.PrivateUse1]
     assert any(name.startswith("infini::host_kernel<cpp_fused_") for name in names), names
+
+
+@queued_kernels
+def test_a_kernel_reading_a_cpu_scalar_sees_its_value_at_the_call():
+    """A kernel that reads a CPU 0-dim tensor (passed by pointer, as an
+    optimizer's step count is) must see the value it had at the call, as on
+    CUDA: queued behind a held stream and reading the CPU memory later, it
+    would see the caller's next write instead."""
+    fn = torch.compile(lambda x, s: x * s + 1)
+    x = torch.arange(8.0).to(DEV)
+    s = torch.tensor(3.0)
+    fn(x, s)
+    torch.infini.synchronize()
+    hold(torch.infini.current_stream(), 200)
+    out = fn(x, s)
+    s.fill_(100.0)  # the caller's next write, while the stream is still held
+    torch.testing.assert_close(out.cpu(), torch.arange(8.0) * 3 + 1)
