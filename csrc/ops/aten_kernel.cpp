@@ -320,8 +320,10 @@ void queue_call(const Plan& plan, const c10::OperatorHandle& op,
           allocate_result(layouts[next_result++], device, results));
     }
   }
-  if (plan.out_twin) {
+  if (plan.out_twin &&
+      !plan.twin_refuted->load(std::memory_order_relaxed)) {
     call.op = *plan.out_twin;
+    call.twin_of = runtime::TwinOf{op, plan.twin_refuted};
     for (const auto& value : returns) {
       call.args.push_back(value);
     }

@@ -8,6 +8,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 
+#include <atomic>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +31,10 @@ struct Plan {
   // the outputs allocated here; without one, the functional overload runs
   // and its results are copied into them.
   std::optional<c10::OperatorHandle> out_twin;
+  // Set once a run showed the twin is not equivalent (runtime::TwinOf):
+  // the functional overload runs from then on.
+  std::shared_ptr<std::atomic<bool>> twin_refuted =
+      std::make_shared<std::atomic<bool>>(false);
   // Non-empty: every call synchronizes and runs directly (ops/aten_registry.h).
   std::string sync_reason;
   // Elementwise results take their inputs' layout (the meta path's fix-up).

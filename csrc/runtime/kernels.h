@@ -10,6 +10,9 @@
 #include <c10/core/ScalarType.h>
 #include <c10/util/SmallVector.h>
 
+#include <atomic>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +53,20 @@ struct FillArgs {
   c10::Scalar value;
 };
 
+// The functional overload an out= twin stands in for. A twin is equivalent
+// to it only if it writes the outputs it is given in place: some CPU out=
+// kernels instead use their output as scratch of another shape and reduce
+// from what they left there (binary_cross_entropy.out with a 0-dim `out`
+// reads back its first loss element), which is right for the output the
+// functional overload passes them and wrong for the final one. A provider
+// that finds a twin has moved or resized an output runs `functional`
+// instead, for that call, and sets `refuted`: the ops layer then queues the
+// functional overload for every later call of the operator.
+struct TwinOf {
+  c10::OperatorHandle functional;
+  std::shared_ptr<std::atomic<bool>> refuted;
+};
+
 // One call of an ATen operator on device tensors, ready to run (the generic
 // entry serving the families of runtime/aten_ops.h). The ops layer has
 // checked it and allocated and shaped its outputs: `op` is an out= or
@@ -62,6 +79,9 @@ struct AtenCall {
   torch::jit::Stack args;
   c10::SmallVector<at::Tensor, 3> results_into;
   const AtenOpFamily* family = nullptr;
+  // Set where `op` is the out= twin standing in for the functional overload
+  // the user called (args = the functional's arguments, then the outputs).
+  std::optional<TwinOf> twin_of;
 };
 
 // Elements of `t`.

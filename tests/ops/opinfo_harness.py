@@ -10,6 +10,11 @@ One case is an (OpInfo, dtype, direction) triple, direction ``forward`` or
 - backward: the gradients of every differentiable input match CPU's, for
   the same random output gradients.
 
+Every sample runs ``RUNS`` times on infini, on fresh copies of the same
+inputs, each run compared with CPU's: the host runtime runs the first call
+of a kind directly and queues later ones with what it learned, so a wrong
+value from the second call on (binary_cross_entropy's was) shows only so.
+
 Random operators draw from generators seeded alike before each side: the
 infini generator reproduces the CPU's numbers. Operators whose results are
 undefined memory (``empty``...) are compared by metadata only.
@@ -27,6 +32,7 @@ import torch
 
 DEV = torch.device("infini:0")
 SAMPLES_PER_CASE = 3
+RUNS = 2  # infini runs of every sample, on fresh copies of its inputs
 
 FORWARD_DTYPES = (torch.float32, torch.bfloat16, torch.int64, torch.complex64)
 BACKWARD_DTYPES = (torch.float32, torch.bfloat16)
@@ -114,7 +120,10 @@ def _samples(op, dtype: torch.dtype, requires_grad: bool, count: int) -> list:
         d = dev[i] if i < len(dev) else None
         if d is None or not _same_inputs(c, d):
             d = c.transform(lambda t: _to_infini(t, requires_grad))
-        pairs.append((c, d))
+        # Fresh copies for the later runs, made before anything runs (an
+        # in-place sample writes its CPU inputs).
+        again = [c.transform(lambda t: _to_infini(t, requires_grad)) for _ in range(RUNS - 1)]
+        pairs.append((c, [d] + again))
     return pairs
 
 
@@ -217,18 +226,21 @@ def _dense(t: torch.Tensor) -> bool:
     return is_non_overlapping_and_dense_or_false(t)
 
 
-def _forward_sample(op, sample, moved, index: int) -> None:
+def _forward_sample(op, sample, runs: list, index: int) -> None:
     values = op.name not in UNDEFINED_VALUES
     try:
         expected = _call(op, sample, seed=index)
     except Exception as cpu_error:  # noqa: BLE001  (CPU's error is the oracle)
-        _expect_error(op, moved, index, cpu_error)
+        for moved in runs:
+            _expect_error(op, moved, index, cpu_error)
         return
-    actual = _call(op, moved, seed=index)
-    _compare(actual, expected, f"sample {index} output", values)
-    # In-place and out= variants write their inputs: compare those too.
-    _compare(_tensors([moved.input, moved.args]), _tensors([sample.input, sample.args]),
-             f"sample {index} inputs after the call", values, inputs=True)
+    for run, moved in enumerate(runs):
+        what = f"sample {index}" + (f" (run {run + 1})" if run else "")
+        actual = _call(op, moved, seed=index)
+        _compare(actual, expected, f"{what} output", values)
+        # In-place and out= variants write their inputs: compare those too.
+        _compare(_tensors([moved.input, moved.args]), _tensors([sample.input, sample.args]),
+                 f"{what} inputs after the call", values, inputs=True)
 
 
 def _expect_error(op, moved, index: int, cpu_error: Exception, run=None) -> None:
@@ -249,37 +261,47 @@ def _differentiable(value) -> list:
     return [t for t in _tensors(value) if t.requires_grad and (t.is_floating_point() or t.is_complex())]
 
 
-def _backward_sample(op, sample, moved, index: int) -> None:
+def _backward_sample(op, sample, runs: list, index: int) -> None:
     inputs_cpu = _differentiable([sample.input, sample.args, sample.kwargs])
-    inputs_dev = _differentiable([moved.input, moved.args, moved.kwargs])
     if not inputs_cpu:
         return
-    if len(inputs_dev) != len(inputs_cpu):
-        raise CaseFailure(f"sample {index}: {len(inputs_dev)} differentiable inputs, CPU has {len(inputs_cpu)}")
     out_cpu = [t for t in _tensors(_call(op, sample, seed=index)) if t.requires_grad]
     if not out_cpu:
         return
-    out_dev = [t for t in _tensors(_call(op, moved, seed=index)) if t.requires_grad]
-    if len(out_dev) != len(out_cpu):
-        raise CaseFailure(f"sample {index}: {len(out_dev)} differentiable outputs, CPU has {len(out_cpu)}")
     gen = torch.Generator().manual_seed(index)
     grads_cpu = [torch.randn(t.shape, generator=gen, dtype=t.dtype) for t in out_cpu]
-    grads_dev = [g.to(DEV) for g in grads_cpu]
     try:
         expected = torch.autograd.grad(out_cpu, inputs_cpu, grads_cpu, allow_unused=True)
     except Exception as cpu_error:  # noqa: BLE001
-        _expect_error(op, moved, index, cpu_error,
+        expected = cpu_error
+    for run, moved in enumerate(runs):
+        _backward_run(op, moved, index, run, len(inputs_cpu), out_cpu, grads_cpu, expected)
+
+
+def _backward_run(op, moved, index: int, run: int, n_cpu: int, out_cpu: list, grads_cpu: list,
+                  expected) -> None:
+    """One infini run of a backward sample against CPU's gradients (or error)."""
+    what = f"sample {index}" + (f" (run {run + 1})" if run else "")
+    inputs_dev = _differentiable([moved.input, moved.args, moved.kwargs])
+    if len(inputs_dev) != n_cpu:
+        raise CaseFailure(f"{what}: {len(inputs_dev)} differentiable inputs, CPU has {n_cpu}")
+    out_dev = [t for t in _tensors(_call(op, moved, seed=index)) if t.requires_grad]
+    if len(out_dev) != len(out_cpu):
+        raise CaseFailure(f"{what}: {len(out_dev)} differentiable outputs, CPU has {len(out_cpu)}")
+    grads_dev = [g.to(DEV) for g in grads_cpu]
+    if isinstance(expected, Exception):
+        _expect_error(op, moved, index, expected,
                       run=lambda: torch.autograd.grad(out_dev, inputs_dev, grads_dev, allow_unused=True))
         return
     actual = torch.autograd.grad(out_dev, inputs_dev, grads_dev, allow_unused=True)
     for i, (a, e) in enumerate(zip(actual, expected)):
         if e is None:
             if a is not None:
-                raise CaseFailure(f"sample {index} grad {i}: CPU has none")
+                raise CaseFailure(f"{what} grad {i}: CPU has none")
             continue
         if a is None:
-            raise CaseFailure(f"sample {index} grad {i}: infini has none")
-        _compare(a, e, f"sample {index} grad {i}")
+            raise CaseFailure(f"{what} grad {i}: infini has none")
+        _compare(a, e, f"{what} grad {i}")
 
 
 @dataclass
@@ -291,10 +313,10 @@ def run_case(op, dtype: torch.dtype, direction: str, samples: int = SAMPLES_PER_
     """Runs one case; raises CaseFailure (or infini's exception) where it fails."""
     requires_grad = direction == "backward"
     pairs = _samples(op, dtype, requires_grad, samples)
-    for index, (sample, moved) in enumerate(pairs):
+    for index, (sample, runs) in enumerate(pairs):
         if requires_grad:
-            _backward_sample(op, sample, moved, index)
+            _backward_sample(op, sample, runs, index)
         else:
-            _forward_sample(op, sample, moved, index)
+            _forward_sample(op, sample, runs, index)
     torch.infini.synchronize()
     return Outcome(len(pairs))

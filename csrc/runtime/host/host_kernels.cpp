@@ -6,6 +6,9 @@
 #include <ATen/ATen.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/record_function.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
 
 #include "profiler/device_trace.h"
 #include "runtime/host/host_aliases.h"
@@ -51,6 +54,35 @@ struct WrittenArgs {
     }
   }
 
+  // Whether the kernel wrote every output where and as it was laid out.
+  bool in_place() const {
+    return std::all_of(args.begin(), args.end(), [](const Arg& arg) {
+      return arg.used.sizes() == c10::IntArrayRef(arg.sizes) &&
+          arg.used.strides() == c10::IntArrayRef(arg.strides) &&
+          (arg.used.numel() == 0 || arg.used.data_ptr() == arg.home);
+    });
+  }
+
+  // Copies `results` (one per written argument, in order) into the device
+  // memory the written arguments had before the call.
+  void copy_home(const c10::OperatorName& op,
+                 const std::vector<at::Tensor>& results) const {
+    TORCH_CHECK(results.size() == args.size(), op, " on infini: ",
+                results.size(), " results for ", args.size(),
+                " outputs; please report it");
+    for (size_t i = 0; i < args.size(); ++i) {
+      const Arg& arg = args[i];
+      TORCH_CHECK(results[i].defined() &&
+                      results[i].sizes() == c10::IntArrayRef(arg.sizes),
+                  op, " on infini: result ", i, " differs from the call's "
+                  "metadata; please report it");
+      if (arg.home != nullptr) {
+        at::from_blob(arg.home, arg.sizes, arg.strides, arg.used.options())
+            .copy_(results[i]);
+      }
+    }
+  }
+
   void finish(const c10::OperatorName& op) const {
     for (const Arg& arg : args) {
       TORCH_CHECK(arg.used.sizes() == c10::IntArrayRef(arg.sizes), op,
@@ -86,6 +118,51 @@ std::vector<at::Tensor> flat_results(const c10::FunctionSchema& schema,
     }
   }
   return out;
+}
+
+// Warnings held back until it is known whether the call that raised them
+// stands (an out= twin's, see run_twin).
+class HeldWarnings final : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& warning) override {
+    held_.push_back(warning);
+  }
+  void release() const {
+    for (const c10::Warning& warning : held_) {
+      c10::WarningUtils::get_warning_handler()->process(warning);
+    }
+  }
+
+ private:
+  std::vector<c10::Warning> held_;
+};
+
+// Runs `twin`, an out= overload standing in for a functional one, with
+// `args` (the functional's arguments, then its outputs). A twin that did not
+// write its outputs in place is not equivalent to the functional overload
+// (runtime::TwinOf): its values and warnings are dropped, the functional
+// overload runs on fresh aliases and its results are copied into the
+// outputs, and the operator is marked so that later calls queue the
+// functional overload.
+void run_twin(const c10::OperatorHandle& twin, const TwinOf& of,
+              const QueuedArgs& queued, torch::jit::Stack args) {
+  const WrittenArgs written(twin.schema(), args);
+  HeldWarnings warnings;
+  {
+    c10::WarningUtils::WarningHandlerGuard hold(&warnings);
+    twin.callBoxed(args);
+  }
+  if (written.in_place()) {
+    warnings.release();
+    return;
+  }
+  of.refuted->store(true, std::memory_order_relaxed);
+  Aliases fresh;
+  torch::jit::Stack functional_args = queued.stack(fresh);
+  functional_args.resize(of.functional.schema().arguments().size());
+  of.functional.callBoxed(functional_args);
+  written.copy_home(of.functional.operator_name(),
+                    flat_results(of.functional.schema(), functional_args));
 }
 
 template <typename T>
@@ -200,9 +277,12 @@ class HostKernels final : public OpKernels {
     // captured graph's replays), never moved.
     struct Queued {
       explicit Queued(AtenCall& call)
-          : op(call.op), args(std::move(call.args), call.results_into) {}
+          : op(call.op),
+            args(std::move(call.args), call.results_into),
+            twin_of(std::move(call.twin_of)) {}
       c10::OperatorHandle op;
       QueuedArgs args;
+      std::optional<TwinOf> twin_of;
     };
     auto queued = std::make_shared<const Queued>(call);
     const c10::OperatorName& name = call.op.operator_name();
@@ -213,9 +293,13 @@ class HostKernels final : public OpKernels {
           const c10::OperatorHandle& op = queued->op;
           Aliases aliases;
           torch::jit::Stack args = queued->args.stack(aliases);
+          at::AutoDispatchBelowADInplaceOrView below_autograd;
+          if (queued->twin_of) {
+            run_twin(op, *queued->twin_of, queued->args, std::move(args));
+            return;
+          }
           const auto results_into = queued->args.results(aliases);
           WrittenArgs written(op.schema(), args);
-          at::AutoDispatchBelowADInplaceOrView below_autograd;
           op.callBoxed(args);
           written.finish(op.operator_name());
           if (results_into.empty()) {
