@@ -188,3 +188,51 @@ def test_grad_scaler_alias_is_bound_to_infini():
     assert isinstance(scaler, torch.amp.GradScaler)
     assert scaler._device == "infini"
     assert scaler.get_scale() == 128.0
+
+
+def test_custom_fwd_and_custom_bwd_as_torch_cuda_amp():
+    """torch.infini.amp.custom_fwd/custom_bwd, as torch.cuda.amp's (which
+    older libraries decorate their autograd Functions with): cast_inputs casts
+    the forward's floating infini inputs and runs it with autocast off; the
+    backward runs under the forward's autocast state."""
+    seen = {}
+
+    class Scale(torch.autograd.Function):
+        @staticmethod
+        @torch.infini.amp.custom_fwd(cast_inputs=torch.float16)
+        def forward(ctx, x):
+            seen["fwd"] = (x.dtype, torch.is_autocast_enabled("infini"))
+            return x * 2
+
+        @staticmethod
+        @torch.infini.amp.custom_bwd
+        def backward(ctx, grad):
+            seen["bwd"] = torch.is_autocast_enabled("infini")
+            return grad * 2
+
+    x = torch.ones(3, device=DEV, requires_grad=True)
+    with torch.autocast("infini", dtype=torch.bfloat16):
+        y = Scale.apply(x)
+    assert seen["fwd"] == (torch.float16, False)
+    assert y.dtype == torch.float16
+    y.float().sum().backward()
+    assert seen["bwd"] is False
+    assert torch.equal(x.grad.cpu(), torch.full((3,), 2.0))
+
+    class Plain(torch.autograd.Function):
+        @staticmethod
+        @torch.infini.amp.custom_fwd
+        def forward(ctx, x):
+            seen["plain"] = torch.is_autocast_enabled("infini")
+            return x.clone()
+
+        @staticmethod
+        @torch.infini.amp.custom_bwd
+        def backward(ctx, grad):
+            seen["plain_bwd"] = torch.is_autocast_enabled("infini")
+            return grad
+
+    with torch.autocast("infini", dtype=torch.bfloat16):
+        z = Plain.apply(x)
+    z.sum().backward()
+    assert seen["plain"] is True and seen["plain_bwd"] is True

@@ -221,3 +221,39 @@ print("parent ok", torch.equal((x + x).cpu(), torch.full((4,), 2.0)))
     assert proc.returncode == 0, proc.stderr
     assert "child 0" in proc.stdout
     assert "parent ok True" in proc.stdout
+
+
+def test_forked_child_init_raises_and_is_not_initialized():
+    """torch.cuda's contract in a child forked after the parent used the
+    device: is_initialized() is False and init() raises, naming 'spawn'."""
+    code = r"""
+import os, torch, torch_infini
+torch.ones(4).to("infini")
+assert torch.infini.is_initialized()
+pid = os.fork()
+if pid == 0:
+    if torch.infini.is_initialized():
+        os._exit(4)
+    try:
+        torch.infini.init()
+    except RuntimeError as e:
+        os._exit(0 if "spawn" in str(e) else 3)
+    os._exit(2)
+_, status = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(status))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "child 0" in proc.stdout, proc.stdout
+
+
+def test_accelerator_device_capability():
+    """torch.accelerator.get_device_capability answers for infini: every dtype
+    infini tensors can hold, and not the quantized ones (refused)."""
+    for device in ("infini:0", torch.device("infini", 0), 0, None):
+        dtypes = torch.accelerator.get_device_capability(device)["supported_dtypes"]
+        assert {torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool,
+                torch.complex64, torch.uint16, torch.float8_e4m3fn} <= dtypes
+        assert not dtypes & {torch.qint8, torch.quint8, torch.qint32}
+    with pytest.raises(RuntimeError):
+        torch.accelerator.get_device_capability(torch.infini.device_count())

@@ -256,3 +256,15 @@ def test_provider_infini_without_stack_is_a_problem(procs):
     assert "TORCH_INFINI_PROVIDER=infini" in problem["problem"] and "no Infini stack" in problem["problem"]
     assert "INFINI_RT_PREFIX" in problem["fix"] and "unset TORCH_INFINI_PROVIDER" in problem["fix"]
     assert "use_error" in r and "add" not in r
+
+
+def test_ops_piped_into_a_reader_that_stops_exits_quietly():
+    """``python -m torch_infini --ops | head``: the reader closes the pipe
+    early; the command exits 0 without a BrokenPipeError traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "torch_infini", "--ops"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()  # as head does after its lines
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 0, err
+    assert "BrokenPipeError" not in err and "Traceback" not in err, err

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 
@@ -41,5 +42,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if d["usable"] else 1
 
 
+def _run() -> int:
+    """``main()``, quiet when the reader stops early (``--ops | head``)."""
+    try:
+        status = main()
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        # The reader has gone: nothing more can be printed, and Python's own
+        # flush at exit must not fail again on the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_run())

@@ -35,6 +35,7 @@ directly. See docs/distributed.md.
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 
 import torch
@@ -74,6 +75,32 @@ def _register() -> None:
     torch.distributed.Backend.register_backend(
         BACKEND_NAME, _create_backend, devices=["cpu", "infini"]
     )
+    _default_backend_is_infini_when_chosen_for_it()
+
+
+def _default_backend_is_infini_when_chosen_for_it() -> None:
+    """``init_process_group()`` without a backend picks the accelerator's,
+    "infini", as it picks "nccl" for CUDA; but PyTorch then names the group's
+    default backend GLOO (its code knows NCCL only), which the group does not
+    have, so ``DistributedDataParallel`` fails ("Could not find backend type
+    1 ... with name gloo"). Groups whose only backend is infini's get it as
+    their default, as an explicit ``init_process_group("infini")`` does."""
+    c10d = torch.distributed.distributed_c10d
+    helper = c10d._new_process_group_helper
+    if getattr(helper, "_infini_default_backend", False):
+        return
+
+    @functools.wraps(helper)
+    def new_process_group_helper(group_size, group_rank, global_ranks_in_group, backend, *args, **kwargs):
+        made = helper(group_size, group_rank, global_ranks_in_group, backend, *args, **kwargs)
+        pg = made[0] if isinstance(made, tuple) else made
+        if (str(backend) == c10d.Backend.UNDEFINED and isinstance(pg, c10d.ProcessGroup)
+                and set(c10d.BackendConfig(backend).get_device_backend_map().values()) == {BACKEND_NAME}):
+            pg._set_default_backend(c10d.ProcessGroup.BackendType.CUSTOM)
+        return made
+
+    new_process_group_helper._infini_default_backend = True
+    c10d._new_process_group_helper = new_process_group_helper
 
 
 def infini_ccl_status(group=None) -> tuple[bool, str]:

@@ -59,7 +59,9 @@ c10::DeviceIndex checked_device_count() {
 }
 
 bool is_initialized() noexcept {
-  return initialized.load(std::memory_order_relaxed);
+  // A child forked after the runtime started has none of it (as
+  // torch.cuda.is_initialized() is False there).
+  return initialized.load(std::memory_order_relaxed) && !runtime::in_bad_fork();
 }
 
 void mark_initialized() noexcept {

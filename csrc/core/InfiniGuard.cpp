@@ -154,6 +154,19 @@ void InfiniGuardImpl::synchronizeDevice(
   runtime::provider().device_synchronize(resolve_device(device_index));
 }
 
+c10::DeviceCapability InfiniGuardImpl::getDeviceCapability(
+    c10::Device device) const {
+  resolve_device(device.index());  // an index past the devices raises
+  c10::DeviceCapability capability;  // every dtype
+  auto& dtypes = capability.capability_data.supported_scalar_types;
+  dtypes.has_QInt8 = 0;
+  dtypes.has_QUInt8 = 0;
+  dtypes.has_QInt32 = 0;
+  dtypes.has_QUInt4x2 = 0;
+  dtypes.has_QUInt2x4 = 0;
+  return capability;
+}
+
 void InfiniGuardImpl::recordDataPtrOnStream(const c10::DataPtr& data_ptr,
                                             const c10::Stream& stream) const {
   allocator::record_stream(data_ptr, stream);

@@ -38,6 +38,9 @@ struct InfiniGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeDevice(const c10::DeviceIndex device_index) const override;
   void recordDataPtrOnStream(const c10::DataPtr& data_ptr,
                              const c10::Stream& stream) const override;
+  // torch.accelerator.get_device_capability: every dtype but the quantized
+  // ones (quantized tensors are refused on infini).
+  c10::DeviceCapability getDeviceCapability(c10::Device device) const override;
 };
 
 }  // namespace torch_infini

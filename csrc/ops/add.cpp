@@ -13,6 +13,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
+
 #include "core/InfiniFunctions.h"
 #include "ops/aten_kernel.h"
 #include "ops/common.h"
@@ -42,9 +44,14 @@ at::Tensor to_device_operand(const at::Tensor& t, const at::Tensor& peer) {
 // dtypes, or a floating-point scalar with an integer tensor. Such calls go
 // to the op-family kernel, which promotes as CPU does.
 bool needs_promotion(const at::Tensor& self, const at::Tensor& other) {
-  // Complex and bool adds have no kernel of add's own: CPU kernels run them.
+  // Adds outside the numeric dtypes (complex, bool, and dtypes CPU's add has
+  // no kernel for: uint16, float8...) have no kernel of add's own: the first
+  // call of the family kernel runs CPU's, which raises its own error for the
+  // dtypes it lacks at the call, as CPU does.
   const auto generic = [](const at::Tensor& t) {
-    return t.is_complex() || t.scalar_type() == at::kBool;
+    static const auto numeric = runtime::numeric_dtypes(/*with_bool=*/false);
+    return std::find(numeric.begin(), numeric.end(), t.scalar_type()) ==
+        numeric.end();
   };
   if ((generic(self) || generic(other)) &&
       runtime::kernels().runs_cpu_kernels()) {

@@ -27,6 +27,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -97,6 +98,12 @@ Plan make_plan(const c10::OperatorHandle& op) {
   plan.elementwise = plan.family != nullptr && plan.family->elementwise;
   plan.sync_reason = sync_reason_of(op);
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const auto list = schema.arguments()[i].type()->cast<c10::ListType>();
+    if (list && list->getElementType()->cast<c10::OptionalType>() &&
+        list->getElementType()->expectRef<c10::OptionalType>()
+            .getElementType()->kind() == c10::TypeKind::TensorType) {
+      plan.index_lists.push_back(i);
+    }
     if (writes(schema.arguments()[i])) {
       plan.written.push_back(i);
       plan.written_out.push_back(schema.arguments()[i].kwarg_only());
@@ -133,8 +140,39 @@ const Plan& plan_of(const c10::OperatorHandle& op) {
   return *slot;
 }
 
+bool is_index_list(const Plan& plan, size_t argument) {
+  return std::find(plan.index_lists.begin(), plan.index_lists.end(),
+                   argument) != plan.index_lists.end();
+}
+
+// CPU tensors among the call's indices (x[cpu_index], x[cpu_mask] = v) as
+// copies on `device`: CUDA accepts them so, while index_select and gather,
+// which take a plain Tensor, refuse a CPU index there as here.
+void move_cpu_indices(const Plan& plan, c10::Device device,
+                      torch::jit::Stack* stack, size_t nargs) {
+  for (size_t i : plan.index_lists) {
+    c10::IValue& value = (*stack)[stack->size() - nargs + i];
+    const auto cpu = [](const c10::IValue& element) {
+      return element.isTensor() && element.toTensor().defined() &&
+          element.toTensor().device().is_cpu();
+    };
+    const auto elements = value.toListRef();
+    if (std::none_of(elements.begin(), elements.end(), cpu)) {
+      continue;
+    }
+    c10::List<std::optional<at::Tensor>> moved;
+    moved.reserve(elements.size());
+    for (const c10::IValue& element : elements) {
+      moved.push_back(cpu(element) ? std::optional<at::Tensor>(
+                                         element.toTensor().to(device))
+                                   : element.toOptional<at::Tensor>());
+    }
+    value = std::move(moved);
+  }
+}
+
 // The infini device of the call; every tensor must be on it, except CPU
-// 0-dim tensors (scalars).
+// 0-dim tensors (scalars) and CPU indices (see move_cpu_indices).
 c10::Device call_device(const Plan& plan, const c10::FunctionSchema& schema,
                         c10::ArrayRef<c10::IValue> args) {
   std::optional<c10::Device> device;
@@ -155,7 +193,7 @@ c10::Device call_device(const Plan& plan, const c10::FunctionSchema& schema,
   }
   for_each_tensor(args, [&](const at::Tensor& t, size_t i) {
     if (!t.defined() || t.device() == *device ||
-        (t.device().is_cpu() && t.dim() == 0)) {
+        (t.device().is_cpu() && (t.dim() == 0 || is_index_list(plan, i)))) {
       return;
     }
     TORCH_CHECK(false, plan.name, ": expected all tensors on the same "
@@ -410,6 +448,9 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
   const auto args = torch::jit::last(*stack, schema.arguments().size());
   const c10::Device device = call_device(plan, schema, args);
   c10::DeviceGuard guard(device);
+  if (!plan.index_lists.empty()) {
+    move_cpu_indices(plan, device, stack, schema.arguments().size());
+  }
   auto& kernels = runtime::kernels();
 
   if (kernels.runs_cpu_kernels()) {

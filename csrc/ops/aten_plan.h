@@ -24,6 +24,9 @@ struct Plan {
   // The op family the Infini provider maps onto InfiniOps, if any.
   const runtime::AtenOpFamily* family = nullptr;
   std::vector<size_t> written;  // arguments it writes (self_, out=)
+  // Tensor?[] arguments: the indices of index, index_put and their kin,
+  // which may be CPU tensors (moved to the device, as CUDA moves them).
+  std::vector<size_t> index_lists;
   std::vector<bool> written_out;  // per written argument: kwarg-only out=
   // Every return is a written argument (in-place and out= overloads).
   bool returns_only_written = false;

@@ -379,7 +379,21 @@ void refuse_sparse(const c10::OperatorHandle& op, torch::jit::Stack*) {
       "CPU");
 }
 
+void refuse_quantized(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false, op.schema().operator_name(),
+      " on infini: quantized tensors (torch.quantize_per_tensor, qint8, "
+      "quint8, ...) are not supported on the infini device; quantize on the "
+      "CPU, or keep a float tensor with its scale and zero point");
+}
+
 }  // namespace
+
+// Quantized tensors on infini: refused by whichever operator would make or
+// take one, naming itself (not the dispatcher's missing-kernel message).
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_quantized>());
+}
 
 // Sparse tensors on infini: every operator says so, naming itself.
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {

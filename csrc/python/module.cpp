@@ -208,6 +208,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("_is_initialized", &is_initialized);
   m.def("_init", [] {
+    runtime::provider();  // raises in a child forked after the runtime started
     check_device(current_device());
     mark_initialized();
   });

@@ -3,6 +3,8 @@ backend of a process that uses infini (as NCCL's for CUDA)."""
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.distributed as dist
 
@@ -50,3 +52,45 @@ def test_init_process_group_without_backend_picks_infini(tmp_path):
     """, env={"GLOO_SOCKET_IFNAME": "lo", "PYTHONWARNINGS": "ignore"}, timeout=60)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("OK")
+
+
+def test_init_process_group_without_backend_then_ddp_in_two_processes(tmp_path):
+    """The third form docs/distributed.md shows, in 2 processes with DDP:
+    after one step the ranks' parameters agree and equal a single-process
+    CPU step on the whole batch."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "ddp_no_backend.py"
+    script.write_text(f"""
+import sys, torch, torch.distributed as dist
+import torch_infini
+rank = int(sys.argv[1])
+dist.init_process_group(init_method="file://{tmp_path / 'store'}", rank=rank, world_size=2)
+torch.infini.set_device(rank)
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 3)
+ref = torch.nn.Linear(4, 3)
+ref.load_state_dict(model.state_dict())
+x, y = torch.randn(8, 4), torch.randn(8, 3)
+ddp = torch.nn.parallel.DistributedDataParallel(model.to(f"infini:{{rank}}"))
+opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+part = slice(4 * rank, 4 * rank + 4)
+torch.nn.functional.mse_loss(ddp(x[part].to(f"infini:{{rank}}")), y[part].to(f"infini:{{rank}}")).backward()
+opt.step()
+ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+torch.nn.functional.mse_loss(ref(x), y).backward()
+ref_opt.step()
+for got, want in zip(model.parameters(), ref.parameters()):
+    torch.testing.assert_close(got.detach().cpu(), want.detach())
+dist.destroy_process_group()
+print("OK", rank)
+""")
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", PYTHONWARNINGS="ignore", TORCH_INFINI_HOST_DEVICES="2",
+               OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen([sys.executable, str(script), str(r)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for r in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for r, (p, (out, err)) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0, f"rank {r}:\n{err[-3000:]}"
+        assert out.strip() == f"OK {r}", out

@@ -47,6 +47,9 @@ ERROR_CASES = {
     "index_select_out_is_its_input": (lambda x, i: torch.index_select(x, 0, i, out=x),
                                       lambda: [torch.randn(4, 4), torch.tensor([1, 0, 3, 2])]),
     "mm_dtype_mismatch": (lambda a, b: a @ b, lambda: [torch.randn(2, 3), torch.randn(3, 2, dtype=torch.float64)]),
+    # Dtypes CPU has no kernel for: raised at the call (not data-dependent).
+    "add_uint16": (lambda a: a + a, lambda: [torch.ones(4, dtype=torch.uint16)]),
+    "add_float8_e4m3fn": (lambda a: a + a, lambda: [torch.ones(4).to(torch.float8_e4m3fn)]),
 }
 
 
@@ -157,3 +160,18 @@ def test_sparse_layout_refused_naming_the_operator():
     with pytest.raises(NotImplementedError, match="sparse layouts are not supported|InfiniOps") as info:
         x.to_sparse() + 1
     _skip_if_unserved(info.value)
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: torch.quantize_per_tensor(x, 0.1, 0, torch.qint8),
+    lambda x: torch.quantize_per_channel(x, torch.tensor([0.1, 0.2]).to(x.device), torch.tensor([0, 0]).to(x.device), 0,
+                                     torch.quint8),
+], ids=["per_tensor", "per_channel"])
+def test_quantized_tensors_refused_at_the_call_naming_the_feature(make):
+    """Quantized tensors are not supported on infini: the call says so (not
+    the dispatcher's "Could not run ... 'Quantizedinfini' backend")."""
+    make(torch.randn(2, 3))  # CPU can
+    with pytest.raises(NotImplementedError, match="quantized tensors .* not supported on the infini device") as info:
+        make(torch.randn(2, 3).to(DEV))
+    assert "Could not run" not in str(info.value)
+    torch.infini.synchronize()

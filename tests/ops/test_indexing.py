@@ -80,3 +80,62 @@ def test_equal():
     assert not torch.equal(torch.tensor([float("nan")], device=DEV), torch.tensor([float("nan")], device=DEV))
     with pytest.raises(RuntimeError, match="infini"):
         torch.equal(x, x.cpu())
+
+
+# CPU index tensors: CUDA accepts them in indexing and index_put (copied to the
+# device), and refuses them in index_select and gather. Idioms such as
+# x[torch.randperm(n)] depend on it.
+
+def _cpu_index_cases():
+    idx, mask = torch.tensor([0, 2, 2]), torch.tensor([True, False, True, True])
+    return {
+        "x[idx]": lambda x: x[idx],
+        "x[mask]": lambda x: x[mask],
+        "x[:, idx]": lambda x: x[:, idx],
+        "x[idx, idx]": lambda x: x[idx, torch.tensor([1, 0, 2])],
+        "x[randperm]": lambda x: x[torch.randperm(4, generator=torch.Generator().manual_seed(0))],
+    }
+
+
+@pytest.mark.parametrize("case", list(_cpu_index_cases()))
+def test_cpu_index_tensors_index_as_on_cuda(case):
+    fn = _cpu_index_cases()[case]
+    x = values(4, 3)
+    matches_cpu(fn, x)
+
+
+@pytest.mark.parametrize("case", ["idx", "mask", "accumulate"])
+def test_cpu_index_tensors_in_index_put(case):
+    x = values(4, 3)
+    idx, mask = torch.tensor([1, 3]), torch.tensor([True, False, False, True])
+
+    def put(t):
+        t = t.clone()
+        if case == "idx":
+            t[idx] = 1.5
+        elif case == "mask":
+            t[mask] = torch.tensor([2.0, 3.0, 4.0]).to(t.device)
+        else:
+            t.index_put_((idx,), torch.ones(2, 3).to(t.device), accumulate=True)
+        return t
+
+    matches_cpu(put, x)
+
+
+def test_cpu_index_gradient_flows_as_on_cpu():
+    x, idx = values(5, 2), torch.tensor([4, 0, 4])
+    xc = x.clone().requires_grad_()
+    xc[idx].sum().backward()
+    xd = x.to(DEV).requires_grad_()
+    unserved_skips(lambda: xd[idx].sum().backward())
+    assert torch.equal(xd.grad.cpu(), xc.grad)
+
+
+@pytest.mark.parametrize("op", ["index_select", "gather"])
+def test_cpu_index_still_refused_where_cuda_refuses(op):
+    x, idx = values(4, 3).to(DEV), torch.tensor([0, 1])
+    with pytest.raises(RuntimeError, match="same|device"):
+        if op == "index_select":
+            x.index_select(0, idx)
+        else:
+            x.gather(0, idx.view(2, 1).expand(2, 3))

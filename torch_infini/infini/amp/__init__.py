@@ -12,11 +12,11 @@ this package's spelling, not a legacy alias).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Optional
 
 import torch
 
-__all__ = ["autocast", "GradScaler", "get_amp_supported_dtype"]
+__all__ = ["autocast", "custom_bwd", "custom_fwd", "GradScaler", "get_amp_supported_dtype"]
 
 
 def get_amp_supported_dtype() -> list[torch.dtype]:
@@ -76,3 +76,26 @@ class GradScaler(torch.amp.GradScaler):
             growth_interval=growth_interval,
             enabled=enabled,
         )
+
+
+def custom_fwd(fwd: Optional[Callable] = None, *, cast_inputs: Optional[torch.dtype] = None) -> Callable:
+    r"""``torch.amp.custom_fwd(..., device_type="infini")``, as ``torch.cuda.amp.custom_fwd``.
+
+    Decorates the ``forward`` of a custom ``torch.autograd.Function``: inside
+    an infini autocast region, ``cast_inputs`` (a floating dtype) casts its
+    floating-point infini tensor arguments to that dtype and runs ``forward``
+    with autocast off; without ``cast_inputs`` it runs under the surrounding
+    autocast state, which ``custom_bwd`` then restores for ``backward``.
+    (Unlike CUDA's, this spelling is not deprecated: it is this package's.)
+    """
+    return torch.amp.custom_fwd(fwd, device_type="infini", cast_inputs=cast_inputs)
+
+
+def custom_bwd(bwd: Callable) -> Callable:
+    r"""``torch.amp.custom_bwd(..., device_type="infini")``, as ``torch.cuda.amp.custom_bwd``.
+
+    Decorates the ``backward`` of a custom ``torch.autograd.Function`` whose
+    ``forward`` carries ``custom_fwd``: ``backward`` runs under the autocast
+    state ``forward`` ran with.
+    """
+    return torch.amp.custom_bwd(bwd, device_type="infini")
