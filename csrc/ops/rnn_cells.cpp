@@ -16,6 +16,7 @@
 //     on the CPU.
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/RNN.h>
 #include <ATen/ops/lstm_native.h>
@@ -24,6 +25,7 @@
 #include <tuple>
 
 #include "ops/aten_kernel.h"
+#include "ops/rnn_as_cpu.h"
 #include "runtime/kernels.h"
 
 namespace torch_infini::ops {
@@ -156,8 +158,12 @@ at::native::lstm_fn onednn_lstm() {
   return at::native::lstm_mkldnn_stub_DECLARE_DISPATCH_type::DEFAULT;
 }
 
+// Under infini's autocast, never: CUDA's autocast policy (infini's) runs an
+// LSTM's matmuls in the lower precision, where oneDNN's float32 LSTM would
+// return float32 (CPU's own policy casts its oneDNN LSTM instead).
 bool lstm_runs_onednn(const at::Tensor& input, at::TensorList hx) {
   return runtime::kernels().runs_cpu_kernels() && onednn_lstm() != nullptr &&
+      !at::autocast::is_autocast_enabled(c10::DeviceType::PrivateUse1) &&
       at::globalContext().hasMKLDNN() &&
       at::globalContext().userEnabledMkldnn() &&
       input.scalar_type() == at::kFloat && hx.size() == 2 &&
@@ -173,13 +179,18 @@ bool lstm_runs_onednn(const at::Tensor& input, at::TensorList hx) {
 // a queued call (nn.LSTM trained 1.6-1.8x slower than on the CPU). So where
 // CPU would take oneDNN's path, infini takes it too: the same stub, whose
 // operators (mkldnn_rnn_layer, its backward, the views and stacks) the
-// generic kernel queues; the results are CPU's. Elsewhere, and on the
-// Infini stack, PyTorch's own lstm.
+// generic kernel queues; the results are CPU's. Elsewhere on the host
+// runtime, CPU's per-step LSTM (rnn_as_cpu.h); on the Infini stack,
+// PyTorch's own lstm.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_as_cpu(
     const at::Tensor& input, at::TensorList hx, at::TensorList params,
     bool has_biases, int64_t num_layers, double dropout, bool train,
     bool bidirectional, bool batch_first) {
   if (!lstm_runs_onednn(input, hx)) {
+    if (runtime::kernels().runs_cpu_kernels()) {
+      return lstm_as_cpu_steps(input, hx, params, has_biases, num_layers,
+                               dropout, train, bidirectional, batch_first);
+    }
     return at::native::lstm(input, hx, params, has_biases, num_layers,
                             dropout, train, bidirectional, batch_first);
   }
