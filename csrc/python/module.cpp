@@ -267,6 +267,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_stream_priority_range", [] {
     return py::make_tuple(kLowestStreamPriority, kHighestStreamPriority);
   });
+  m.def("_kernel_threads", [] { return runtime::provider().kernel_threads(); });
   m.def("_test_enqueue_delay", [](int64_t id, int64_t d, double ms) {
     const c10::Stream s = unpack_stream(id, d);
     check_stream(s);

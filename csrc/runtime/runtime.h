@@ -139,6 +139,11 @@ class Provider {
   // The kernels this provider runs (see runtime/kernels.h).
   virtual OpKernels& kernels() = 0;
 
+  // Intra-op threads of the CPU kernels a stream worker runs, on providers
+  // whose kernels are CPU kernels (0 elsewhere). Tests that compare with CPU
+  // bit for bit run CPU on as many: a reduction split alike rounds alike.
+  virtual int kernel_threads() const { return 0; }
+
   // Test hook: queues a wait of `ms` milliseconds on `stream`, so tests can
   // hold a queue busy deterministically. Returns false where the backend
   // cannot queue host work (the Infini stack).

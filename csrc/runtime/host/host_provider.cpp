@@ -303,6 +303,10 @@ void HostProvider::launch_host_func(int device, StreamHandle handle,
   stream(device, handle).enqueue(std::move(fn));
 }
 
+int HostProvider::kernel_threads() const {
+  return worker_intra_op_threads();
+}
+
 bool HostProvider::enqueue_delay(int device, StreamHandle handle, double ms) {
   stream(device, handle).enqueue([ms] {
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));

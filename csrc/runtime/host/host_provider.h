@@ -71,6 +71,7 @@ class HostProvider final : public Provider {
 
   OpKernels& kernels() override;
   bool enqueue_delay(int device, StreamHandle stream, double ms) override;
+  int kernel_threads() const override;
 
   // The queue behind a handle (nullptr is the device's default stream).
   HostStream& stream(int device, StreamHandle handle);

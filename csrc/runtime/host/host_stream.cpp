@@ -122,6 +122,24 @@ class TaskScope {
   std::optional<at::RecordFunctionTLS> record_functions_;  // the caller's
 };
 
+
+// Runs one task; returns what it raised (empty when it succeeded). The one
+// place a stream's task runs, on the worker or on a waiting caller.
+std::string execute(Task& task) {
+  try {
+    task();
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error in a task on the infini host runtime";
+  }
+  return {};
+}
+
+}  // namespace
+
 // Intra-op threads of the kernels a stream worker runs (OpenMP's thread
 // count is per thread, and at::parallel_for and MKL read the calling
 // thread's). A worker runs while its submitter goes on in Python, and each
@@ -140,23 +158,6 @@ int worker_intra_op_threads() {
   }();
   return threads;
 }
-
-// Runs one task; returns what it raised (empty when it succeeded). The one
-// place a stream's task runs, on the worker or on a waiting caller.
-std::string execute(Task& task) {
-  try {
-    task();
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown error in a task on the infini host runtime";
-  }
-  return {};
-}
-
-}  // namespace
 
 HostStream::HostStream(int device, int priority)
     : device_(device), priority_(priority) {

@@ -35,6 +35,9 @@ using Clock = std::chrono::steady_clock;
 
 class HostCapture;  // runtime/host/host_graph.h
 
+// Intra-op threads of the kernels a stream worker runs (see host_stream.cpp).
+int worker_intra_op_threads();
+
 class HostStream {
  public:
   HostStream(int device, int priority);

@@ -1,0 +1,32 @@
+"""PyTorch's optimizer database on infini, CPU PyTorch as the oracle: every
+configuration optim_db yields for the device, with the default, foreach,
+fused and differentiable implementations where supported, several steps,
+parameters and optimizer state bit for bit (see ``optim_db_harness``).
+SparseAdam, which only takes sparse gradients, is refused (sparse layouts
+are not supported on infini): that refusal is tested too."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import optim_db_harness as harness
+
+
+def _params():
+    return [pytest.param(info, optim_input, impl, id=harness.case_id(info, optim_input, impl))
+            for info, optim_input, impl in harness.cases()]
+
+
+@pytest.mark.parametrize("info,optim_input,impl", _params())
+def test_optim_db(info, optim_input, impl):
+    assert harness.run_case(info, optim_input, impl) == harness.STEPS
+
+
+def test_sparse_adam_is_refused_naming_sparse_layouts():
+    """Its sparse gradient is refused where it is made, naming sparse layouts."""
+    p = torch.zeros(4, 3, device=harness.DEV, requires_grad=True)
+    opt = torch.optim.SparseAdam([p])
+    with pytest.raises(NotImplementedError, match="sparse layouts are not supported on the infini device"):
+        torch.nn.functional.embedding(torch.tensor([1, 2], device=harness.DEV), p, sparse=True).sum().backward()
+        opt.step()
