@@ -190,7 +190,12 @@ std::shared_ptr<const Layouts> run_direct(const Plan& plan,
     at::Tensor out = args[w].toTensor();
     if (alias.sizes() == out.sizes() && alias.strides() == out.strides() &&
         (alias.numel() == 0 || alias.data_ptr() == out.data_ptr())) {
-      continue;  // written in place, as laid out
+      // Written in place, as laid out; a kernel may still have flipped the
+      // output's conjugate or negative bit (linalg_lu_solve.out, left=False),
+      // as CPU's own tensor's would be.
+      out._set_conj(alias.is_conj());
+      out._set_neg(alias.is_neg());
+      continue;
     }
     match_layout(out, alias.sizes(), alias.strides());
     if (alias.numel() > 0 && alias.data_ptr() != out.data_ptr()) {

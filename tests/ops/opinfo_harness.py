@@ -120,11 +120,28 @@ def _samples(op, dtype: torch.dtype, requires_grad: bool, count: int) -> list:
         d = dev[i] if i < len(dev) else None
         if d is None or not _same_inputs(c, d):
             d = c.transform(lambda t: _to_infini(t, requires_grad))
-        # Fresh copies for the later runs, made before anything runs (an
-        # in-place sample writes its CPU inputs).
-        again = [c.transform(lambda t: _to_infini(t, requires_grad)) for _ in range(RUNS - 1)]
+        # Fresh copies of the infini sample for the later runs, made before
+        # anything runs (an in-place sample writes its inputs): the same
+        # devices (a CPU index stays on the CPU), values, strides and flags.
+        again = [d.transform(_fresh_copy) for _ in range(RUNS - 1)]
         pairs.append((c, [d] + again))
     return pairs
+
+
+def _fresh_copy(t):
+    """A new leaf with ``t``'s device, dtype, strides, values and requires_grad
+    (anything but a tensor as it is)."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    # The whole storage: a view may be read past its extent (as_strided of a
+    # partial view).
+    copy = torch.empty(0, dtype=t.dtype, device=t.device)
+    copy.set_(t.untyped_storage().clone(), t.storage_offset(), t.shape, t.stride())
+    if t.is_conj():  # the same lazy conjugate / negative views of the raw values
+        copy = copy.conj()
+    if t.is_neg():
+        copy = torch._neg_view(copy)
+    return copy.requires_grad_(t.requires_grad)
 
 
 def _seed_all(seed: int) -> None:

@@ -69,3 +69,25 @@ def test_a_twin_that_uses_its_output_as_scratch_warns_nothing():
     """)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
     assert "resized" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("adjoint", [False, True])
+def test_a_kernel_that_flips_its_outputs_conjugate_bit_every_call_as_cpu(adjoint):
+    """linalg_lu_solve.out with left=False solves the conjugate transposed
+    system and returns its output as a conjugate view (it flips the output's
+    conjugate bit): a queued call's output layout is settled at the call, so
+    the values must be conjugated in place (they were returned unconjugated
+    from the second call on)."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(3, 3, dtype=torch.complex64, generator=g)
+    b = torch.randn(4, 3, dtype=torch.complex64, generator=g)
+    lu, piv = torch.linalg.lu_factor(a)
+    want = torch.linalg.lu_solve(lu, piv, b, adjoint=adjoint, left=False)
+    args = [t.to(DEV) for t in (lu, piv, b)]
+    with fallback_where_unserved():
+        for k in range(3):
+            torch.testing.assert_close(torch.linalg.lu_solve(*args, adjoint=adjoint, left=False).cpu(), want,
+                                       msg=lambda m: f"call {k}: {m}")
+            out = torch.empty(4, 3, dtype=torch.complex64, device=DEV)
+            torch.linalg.lu_solve(*args, adjoint=adjoint, left=False, out=out)
+            torch.testing.assert_close(out.cpu(), want, msg=lambda m: f"out= call {k}: {m}")

@@ -36,6 +36,27 @@ struct WrittenArgs {
     void* home = nullptr;  // the device memory it had before the call
     c10::SmallVector<int64_t, 6> sizes;
     c10::SmallVector<int64_t, 6> strides;
+    bool conj = false;  // its conjugate and negative bits before the call
+    bool neg = false;
+
+    // What the kernel did besides writing values where they were: it moved
+    // the storage, restrided the output (transpose_ not undone), or flipped
+    // its conjugate or negative bit (linalg_lu_solve.out with left=False
+    // returns its result as a conjugate view). A queued call's layout was
+    // settled at the call, so the values must then be put back as laid out.
+    bool rewritten() const {
+      return used.numel() > 0 &&
+          (used.data_ptr() != home || used.strides() != c10::IntArrayRef(strides) ||
+           used.is_conj() != conj || used.is_neg() != neg);
+    }
+
+    // The device memory as the call laid it out.
+    at::Tensor at_home() const {
+      at::Tensor t = at::from_blob(home, sizes, strides, used.options());
+      t._set_conj(conj);
+      t._set_neg(neg);
+      return t;
+    }
   };
   // Per queued call: no heap allocation for the usual one or two outputs,
   // and a tensor over the device memory only where the storage moved.
@@ -49,7 +70,8 @@ struct WrittenArgs {
         const at::Tensor& t = stack[i].toTensor();
         args.push_back({t, t.numel() == 0 ? nullptr : t.data_ptr(),
                         {t.sizes().begin(), t.sizes().end()},
-                        {t.strides().begin(), t.strides().end()}});
+                        {t.strides().begin(), t.strides().end()},
+                        t.is_conj(), t.is_neg()});
       }
     }
   }
@@ -58,8 +80,7 @@ struct WrittenArgs {
   bool in_place() const {
     return std::all_of(args.begin(), args.end(), [](const Arg& arg) {
       return arg.used.sizes() == c10::IntArrayRef(arg.sizes) &&
-          arg.used.strides() == c10::IntArrayRef(arg.strides) &&
-          (arg.used.numel() == 0 || arg.used.data_ptr() == arg.home);
+          !arg.rewritten();
     });
   }
 
@@ -77,8 +98,7 @@ struct WrittenArgs {
                   op, " on infini: result ", i, " differs from the call's "
                   "metadata; please report it");
       if (arg.home != nullptr) {
-        at::from_blob(arg.home, arg.sizes, arg.strides, arg.used.options())
-            .copy_(results[i]);
+        arg.at_home().copy_(results[i]);
       }
     }
   }
@@ -90,9 +110,11 @@ struct WrittenArgs {
                   c10::IntArrayRef(arg.sizes), " to ", arg.used.sizes(),
                   ", which the call's metadata did not foresee (the result's "
                   "shape depends on the data); please report it");
-      if (arg.used.numel() > 0 && arg.used.data_ptr() != arg.home) {
-        at::from_blob(arg.home, arg.sizes, arg.strides, arg.used.options())
-            .copy_(arg.used);
+      if (arg.rewritten()) {
+        // Over the same memory, through a copy: the two views overlap.
+        arg.at_home().copy_(arg.used.data_ptr() == arg.home
+                                ? arg.used.clone()
+                                : arg.used);
       }
     }
   }
