@@ -28,6 +28,11 @@ infini tensors (native, fallback, unsupported; calls; time), and
 ``TORCH_INFINI_OP_REPORT=1`` prints that report at exit. See
 ``torch_infini.fallback``.
 
+CUDA programs, unmodified (opt-in, off by default): ``import
+torch_infini.transfer_to_infini`` or ``TORCH_INFINI_TRANSFER_CUDA=1`` maps
+``"cuda"`` devices, ``torch.cuda.*``, autocast/GradScaler for ``"cuda"`` and
+``init_process_group("nccl")`` onto infini (docs/transfer-cuda.md).
+
 torch.distributed: the ``"infini"`` c10d backend (``torch_infini.distributed``)
 runs collectives on infini tensors, stream-ordered, over gloo; a process that
 uses infini picks it in ``init_process_group()`` without a backend.
@@ -70,6 +75,10 @@ try:
     from . import multiprocessing as _multiprocessing
     from .diagnostics import diagnostics, operator_table, registered_operators
 
+    from . import _flex_attention
+
+    # flex_attention on infini: installed by the same after-import hook, when PyTorch loads its modules.
+    _compile._REGISTER.update(_flex_attention.AFTER_IMPORT)
     _compile.install()  # torch.compile's device interface and Inductor backend, when PyTorch loads them
 except Exception as _error:  # noqa: BLE001
     if not _running_diagnostics():
@@ -95,6 +104,15 @@ def _register() -> None:
     )
 
 
+def _transfer_from_environment() -> None:
+    """TORCH_INFINI_TRANSFER_CUDA=1 turns on the CUDA-to-infini switch
+    (torch_infini.transfer_to_infini) as the package loads, at ``import torch``."""
+    from . import _env, _transfer
+
+    if _env.switch(_transfer.ENVIRONMENT_VARIABLE):
+        _transfer.enable()
+
+
 if _LOAD_ERROR is None:
     try:
         _register()
@@ -102,6 +120,7 @@ if _LOAD_ERROR is None:
         _multiprocessing._register()
         fallback._setup_from_environment()
         _autograd.install()
+        _transfer_from_environment()
     except Exception as _error:  # noqa: BLE001
         if not _running_diagnostics():
             raise

@@ -82,7 +82,7 @@ def diagnostics(load_error: Optional[BaseException] = None) -> dict[str, Any]:
         "torch": None, "torch_cxx11_abi": None, "built_for_torch": None,
         "infini_stack_compiled": None, "infini_rt_backends_compiled": [], "infini_ops_operators_compiled": [],
         "provider": None, "backend": None, "selection_reason": None, "device_count": 0, "devices": [],
-        "capabilities": {}, "caching_allocator": None, "problems": [], "usable": False,
+        "capabilities": {}, "caching_allocator": None, "transfer_cuda": False, "problems": [], "usable": False,
     }
     problems = d["problems"]
     try:
@@ -107,6 +107,12 @@ def diagnostics(load_error: Optional[BaseException] = None) -> dict[str, Any]:
         problems.append(_problem(load_error, d["infini_stack_compiled"]))
     else:
         _runtime(d)
+    try:
+        from . import _transfer
+
+        d["transfer_cuda"] = _transfer.is_enabled()
+    except Exception:  # noqa: BLE001  (PyTorch itself cannot load: reported above)
+        pass
     for name in _env.unknown_variables():
         problems.append({"problem": f"{name} is set, but torch_infini reads no such variable",
                          "fix": f"check the spelling; the variables are {', '.join(_env.VARIABLES)}"})
@@ -219,6 +225,8 @@ def format_diagnostics(d: dict[str, Any]) -> str:
     else:
         lines.append("Provider: none could start (see the problem below)")
         lines.append("Devices: 0")
+    lines.append("CUDA-to-infini switch: " + ("on" if d.get("transfer_cuda") else
+                                               "off (TORCH_INFINI_TRANSFER_CUDA=1 or import torch_infini.transfer_to_infini)"))
     for problem in d["problems"]:
         lines.append(f"Problem: {problem['problem']}")
         lines.append(f"  Fix: {problem['fix']}")

@@ -11,6 +11,14 @@ from .. import _C
 Device = Union[int, str, torch.device, None]
 
 
+def _other_device_type(device: torch.device) -> torch.device:
+    """A device of another type than infini, as torch.infini takes it: the
+    CUDA-to-infini switch (torch_infini.transfer_to_infini) replaces this so
+    that ``torch.cuda.set_device("cuda:1")`` and the like name infini:1;
+    otherwise the device is returned as it is (and refused by the caller)."""
+    return device
+
+
 def _get_device_index(device: Device, optional: bool = True) -> int:
     """The device index of ``device`` (an int, ``"infini:N"`` or a torch.device).
 
@@ -20,6 +28,8 @@ def _get_device_index(device: Device, optional: bool = True) -> int:
     if isinstance(device, str):
         device = torch.device(device)
     if isinstance(device, torch.device):
+        if device.type != "infini":
+            device = _other_device_type(device)
         if device.type != "infini":
             raise ValueError(f"Expected an infini device, but got: {device}")
         index = device.index

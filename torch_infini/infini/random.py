@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from .. import _C
+from . import _utils
 from ._utils import _check_index
 
 __all__ = [
@@ -61,6 +62,8 @@ def _index_of(device: _DeviceArg) -> int:
         device = torch.device(device)
     elif isinstance(device, int):
         device = torch.device("infini", device)
+    if device.type != "infini":
+        device = _utils._other_device_type(device)
     if device.type != "infini":
         raise ValueError(f"Expected an infini device, but got: {device}")
     index = device.index
