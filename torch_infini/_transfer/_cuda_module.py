@@ -242,6 +242,35 @@ def answers() -> dict[str, tuple[Any, str]]:
     return table
 
 
+#: PyTorch's compiler stack asks torch.cuda about the real GPU (Triton, cache
+#: keys, CUDA-graph trees) and compiles infini code through infini's own
+#: device interface: it keeps seeing PyTorch's torch.cuda, which in a build
+#: without CUDA says there is none, as with the switch off.
+COMPILER_PACKAGES = ("torch._inductor", "torch._dynamo", "torch._functorch", "torch.utils._triton")
+
+
+def _compiler_keeps_cuda(new: Any, original: Any) -> Any:
+    """``new`` for every caller but PyTorch's compiler stack, which keeps
+    ``original`` (functions only: classes and modules are the same for all)."""
+    if not callable(new) or isinstance(new, (type, types.ModuleType)) or isinstance(original, type) \
+            or not callable(original):
+        return new
+
+    def answer(*args: Any, **kwargs: Any) -> Any:
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller.startswith(COMPILER_PACKAGES):
+            return original(*args, **kwargs)
+        return new(*args, **kwargs)
+
+    for attribute in ("__name__", "__qualname__", "__doc__"):
+        try:
+            setattr(answer, attribute, getattr(new, attribute))
+        except (AttributeError, TypeError):
+            pass
+    answer.__wrapped__ = new  # type: ignore[attr-defined]
+    return answer
+
+
 def _public_names(module: types.ModuleType) -> list[str]:
     names = getattr(module, "__all__", None)
     if names is None:
@@ -278,7 +307,7 @@ def install() -> None:
                 new, what = getattr(infini, name), f"torch.infini.{name}"
             else:
                 new, what = refusal(label, getattr(module, name), _instead(name)), "refuses: " + _instead(name)
-            replace(module, name, new, label, what, area)
+            replace(module, name, _compiler_keeps_cuda(new, getattr(module, name)), label, what, area)
     replace(torch.cuda, "_lazy_init", _unmapped_cuda_device, "torch.cuda._lazy_init",
             "raises, naming the caller, when a CUDA device reaches an unmapped API", area)
     replace(torch.cuda, "_is_in_bad_fork", infini._is_in_bad_fork, "torch.cuda._is_in_bad_fork",
