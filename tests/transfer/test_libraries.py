@@ -1,0 +1,65 @@
+"""Libraries that pick a device pick infini: accelerate's ``Accelerator()``
+and transformers' ``Trainer`` train on infini with the switch on (they pick
+"cuda") and, with it off, with ``ACCELERATE_TORCH_DEVICE=infini``; their losses
+equal the same training on the CPU (library_run.py, one fresh interpreter
+per mode)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+SCRIPT = Path(__file__).with_name("library_run.py")
+_runs: dict[str, dict] = {}
+
+
+def _run(mode: str) -> dict:
+    if mode not in _runs:
+        env = dict(os.environ, OMP_NUM_THREADS="1", TORCH_INFINI_WORKER_THREADS="1", PYTHONWARNINGS="ignore")
+        for name in ("TORCH_INFINI_TRANSFER_CUDA", "ACCELERATE_TORCH_DEVICE", "TORCH_INFINI_HOST_DEVICES"):
+            env.pop(name, None)
+        if mode == "switch":
+            env["TORCH_INFINI_TRANSFER_CUDA"] = "1"
+        elif mode == "env":
+            env["ACCELERATE_TORCH_DEVICE"] = "infini"
+        proc = subprocess.run([sys.executable, str(SCRIPT), mode], env=env, capture_output=True, text=True,
+                              timeout=300)
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
+        assert proc.returncode == 0 and lines, (proc.stdout + proc.stderr)[-4000:]
+        _runs[mode] = json.loads(lines[-1][len("RESULT"):])
+    return _runs[mode]
+
+
+@pytest.mark.parametrize("mode", ["switch", "env"])
+def test_accelerator_trains_on_infini(mode):
+    pytest.importorskip("accelerate", reason="accelerate is installed by the README's set-up command")
+    got, want = _run(mode)["accelerate"], _run("cpu")["accelerate"]
+    # With the switch, accelerate picks "cuda" (torch.cuda answers) and everything it places lands on infini.
+    assert got["device"] == ("cuda" if mode == "switch" else "infini"), got["device"]
+    assert want["device"] == "cpu"
+    assert got["parameters_on"] == "infini"
+    assert got["batches_on"] == ["first layer:torch.bfloat16", "infini"], got["batches_on"]
+    assert want["batches_on"] == ["cpu", "first layer:torch.bfloat16"]
+    torch.testing.assert_close(torch.tensor(got["losses"]), torch.tensor(want["losses"]))
+    # fp16: with the switch accelerate sees "cuda" and scales on infini; without it, accelerate's own
+    # device list refuses infini (docs/transfer-cuda.md says so).
+    if mode == "switch":
+        assert got["fp16"] == "scaler on infini", got["fp16"]
+    else:
+        assert got["fp16"].startswith("refused: fp16 mixed precision requires a device in"), got["fp16"]
+
+
+@pytest.mark.parametrize("mode", ["switch", "env"])
+def test_trainer_trains_ten_steps_on_infini(mode):
+    got, want = _run(mode)["trainer"], _run("cpu")["trainer"]
+    assert got["steps"] == want["steps"] == 10
+    assert got["placed"] == ["infini/infini"], got["placed"]
+    assert want["placed"] == ["cpu/cpu"]
+    assert len(got["losses"]) == 10
+    torch.testing.assert_close(torch.tensor(got["losses"]), torch.tensor(want["losses"]))
