@@ -476,6 +476,28 @@ def refusals_name_the_api():
         raise AssertionError("an unmapped CUDA device was not refused")
 
 
+@scenario
+def compile_under_the_switch():
+    """Dynamo traces through the mapped functions and autocast('cuda'); Inductor
+    (which keeps seeing PyTorch's own torch.cuda) compiles for infini."""
+    import torch_infini
+
+    def step(x, w):
+        bias = torch.ones(w.shape[1], device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            y = x.to("cuda") @ w
+        return (y.float() + bias).relu()
+
+    x, w = torch.randn(4, 8), torch.randn(8, 3)
+    backend = "inductor" if torch_infini._compile.host_addressable() else "aot_eager"
+    got = torch.compile(step, backend=backend)(x, w.cuda())
+    on_infini(got)
+    assert got.dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = x @ w
+    torch.testing.assert_close(got.cpu(), (want.float() + 1).relu())
+
+
 # -- torch.distributed (one process; several: the example's tests) ------------------
 
 @scenario

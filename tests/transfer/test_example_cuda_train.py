@@ -59,23 +59,14 @@ def _assert_same_training(got: dict, want: dict, exact: bool = True) -> None:
             torch.testing.assert_close(got["parameters"][name], value, msg=name)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_one_process_equals_cpu(dtype):
-    got = _train("cuda", "--dtype", dtype)
-    want = _train("cpu", "--dtype", dtype, switch=False)
+def test_one_process_bfloat16_equals_cpu():
+    """bfloat16 autocast through torch.amp.autocast("cuda"): the activations are
+    bfloat16 on infini (not a silent float32 run) and equal the CPU's."""
+    got = _train("cuda", "--dtype", "bfloat16")
+    want = _train("cpu", "--dtype", "bfloat16", switch=False)
     assert got["parameter_device"] == "infini" and want["parameter_device"] == "cpu"
-    assert f"activations {'torch.float32' if dtype == 'float32' else 'torch.bfloat16'} on infini" in got["stdout"]
+    assert "activations torch.bfloat16 on infini" in got["stdout"]
     _assert_same_training(got, want)
-
-
-def test_one_process_compiled_equals_cpu_compiled():
-    if not torch_infini._compile.host_addressable():
-        pytest.skip("Inductor generates code for infini only where the host can address its memory")
-    got = _train("cuda", "--compile", "--steps", "3")
-    want = _train("cpu", "--compile", "--steps", "3", switch=False)
-    assert got["parameter_device"] == "infini"
-    # Inductor's C++ kernels for infini and for the CPU are generated separately: close, not necessarily equal.
-    _assert_same_training(got, want, exact=False)
 
 
 def test_two_processes_under_torchrun_equal_cpu_gloo():

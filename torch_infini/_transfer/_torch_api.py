@@ -30,6 +30,7 @@ CUDA path, whose calls are mapped); what it reaches is mapped.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any
 
@@ -161,21 +162,24 @@ def _restore_location(original: Any) -> Any:
     return default_restore_location
 
 
+# functools.wraps keeps the original signature visible (inspect.signature
+# follows __wrapped__): Dynamo binds autocast's arguments by that signature.
+
 def _grad_scaler_init(original: Any) -> Any:
     # GradScaler's device defaults to "cuda": the default is mapped too.
+    @functools.wraps(original)
     def __init__(self: Any, device: str = "cuda", *args: Any, **kwargs: Any) -> None:
         original(self, to_infini(device), *args, **kwargs)
 
-    __init__.__doc__ = original.__doc__
     return __init__
 
 
 def _mapping_init(original: Any) -> Any:
+    @functools.wraps(original)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         args, kwargs = map_arguments(args, kwargs)
         original(self, *args, **kwargs)
 
-    __init__.__doc__ = original.__doc__
     return __init__
 
 
