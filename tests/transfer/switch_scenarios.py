@@ -452,7 +452,8 @@ def refusals_name_the_api():
              (lambda: torch.cuda.ExternalStream(0), "torch.cuda.ExternalStream"),
              (lambda: torch.cuda.memory.CUDAPluggableAllocator("x.so", "a", "f"),
               "torch.cuda.memory.CUDAPluggableAllocator"),
-             (lambda: torch.cuda.nccl.version(), "torch.cuda.nccl.version")]
+             (lambda: torch.cuda.nccl.version(), "torch.cuda.nccl.version"),
+             (lambda: torch.nn.DataParallel(torch.nn.Linear(2, 2).cuda()), "torch.nn.DataParallel")]
     for call, api in cases:
         try:
             call()

@@ -53,3 +53,28 @@ def test_a_malformed_value_names_the_variable():
     proc = _python(["-c", "import torch_infini"], TORCH_INFINI_TRANSFER_CUDA="yes")
     assert proc.returncode != 0
     assert "TORCH_INFINI_TRANSFER_CUDA='yes' is invalid: expected 1 (on) or 0 (off)" in proc.stderr
+
+
+def test_a_failure_while_turning_it_on_leaves_pytorch_as_it_was():
+    code = textwrap.dedent("""
+        import torch, torch_infini._transfer as transfer
+        from torch_infini._transfer import _distributed
+        zeros, to, available, generator = torch.zeros, torch.Tensor.to, torch.cuda.is_available, torch.Generator
+        had_generators = "default_generators" in vars(torch.cuda)
+
+        def broken():
+            raise RuntimeError("injected")
+
+        _distributed.install = broken
+        try:
+            transfer.enable()
+        except RuntimeError as error:
+            print("raised", error)
+        print(transfer.is_enabled(), transfer.changes() == [], torch.zeros is zeros, torch.Tensor.to is to,
+              torch.cuda.is_available is available, torch.Generator is generator,
+              ("default_generators" in vars(torch.cuda)) == had_generators, "__new__" in vars(torch.UntypedStorage))
+    """)
+    proc = _python(["-c", code], TORCH_INFINI_TRANSFER_CUDA=None)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["raised", "injected", "False", "True", "True", "True", "True", "True", "True",
+                                   "False"], proc.stdout

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 
-from ._map import CHANGES, Change, names_cuda, to_infini
+from ._map import CHANGES, Change, names_cuda, to_infini, undo_all
 
 #: The environment variable that turns the switch on at ``import torch``.
 ENVIRONMENT_VARIABLE = "TORCH_INFINI_TRANSFER_CUDA"
@@ -41,10 +41,14 @@ def enable() -> None:
         from ..infini import _utils
         from . import _cuda_module, _distributed, _torch_api
 
+        try:
+            _torch_api.install()
+            _cuda_module.install()
+            _distributed.install()
+        except BaseException:
+            undo_all()  # all or nothing: never a half-mapped PyTorch
+            raise
         _utils._other_device_type = to_infini_device
-        _torch_api.install()
-        _cuda_module.install()
-        _distributed.install()
         _enabled = True
 
 

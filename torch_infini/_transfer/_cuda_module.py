@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 import torch
 
-from ._map import TARGET, replace
+from ._map import TARGET, remove, replace
 
 #: CUDA names of things torch.infini has under another name.
 RENAMED = {
@@ -310,12 +310,22 @@ def install() -> None:
             replace(module, name, _compiler_keeps_cuda(new, getattr(module, name)), label, what, area)
     replace(torch.cuda, "_lazy_init", _unmapped_cuda_device, "torch.cuda._lazy_init",
             "raises, naming the caller, when a CUDA device reaches an unmapped API", area)
+    # nn.DataParallel scatters and gathers through CUDA's own kernels
+    # (torch._C._scatter, even on one device): refused when made.
+    parallel = torch.nn.DataParallel
+
+    def data_parallel_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise UnmappedCudaError(_refusal_message(
+            "torch.nn.DataParallel", "it scatters and gathers with CUDA's kernels; use "
+            "torch.nn.parallel.DistributedDataParallel (torchrun, init_process_group('nccl')), or the module "
+            "itself on one device"))
+
+    replace(parallel, "__init__", data_parallel_init, "torch.nn.DataParallel", "refuses: use DDP", area)
     replace(torch.cuda, "_is_in_bad_fork", infini._is_in_bad_fork, "torch.cuda._is_in_bad_fork",
             "torch.infini._is_in_bad_fork", area)
     # default_generators: infini's, built on first access (building it counts
     # devices, which selects the runtime provider: not done at import).
-    if "default_generators" in vars(torch.cuda):
-        del torch.cuda.default_generators
+    remove(torch.cuda, "default_generators")
     previous = vars(torch.cuda).get("__getattr__")
 
     def __getattr__(name: str) -> Any:

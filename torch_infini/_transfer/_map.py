@@ -86,10 +86,38 @@ class Change:
 CHANGES: list[Change] = []
 
 
+#: How to undo each change: (owner, name, the value before, or _ABSENT).
+_UNDO: list[tuple[Any, str, Any]] = []
+_ABSENT = object()
+
+
 def replace(owner: Any, name: str, new: Any, label: str, what: str, area: str) -> None:
     """Set ``owner.name`` to ``new`` and record it under ``label``."""
+    _UNDO.append((owner, name, vars(owner).get(name, _ABSENT) if hasattr(owner, "__dict__") else _ABSENT))
     setattr(owner, name, new)
     CHANGES.append(Change(label, what, area))
+
+
+def remove(owner: Any, name: str) -> None:
+    """Delete ``owner.name`` (undone by :func:`undo_all` like a replacement)."""
+    if name in vars(owner):
+        _UNDO.append((owner, name, vars(owner)[name]))
+        delattr(owner, name)
+
+
+def undo_all() -> None:
+    """Restore everything :func:`replace` changed, newest first (used only when
+    turning the switch on fails halfway: PyTorch is left as it was)."""
+    while _UNDO:
+        owner, name, before = _UNDO.pop()
+        if before is _ABSENT:
+            try:
+                delattr(owner, name)
+            except AttributeError:
+                pass
+        else:
+            setattr(owner, name, before)
+    CHANGES.clear()
 
 
 def wrap_each(owner: Any, names: Iterable[str], prefix: str, area: str) -> None:
