@@ -38,7 +38,6 @@ def _run(mode: str) -> dict:
 
 @pytest.mark.parametrize("mode", ["switch", "env"])
 def test_accelerator_trains_on_infini(mode):
-    pytest.importorskip("accelerate", reason="accelerate is installed by the README's set-up command")
     got, want = _run(mode)["accelerate"], _run("cpu")["accelerate"]
     # With the switch, accelerate picks "cuda" (torch.cuda answers) and everything it places lands on infini.
     assert got["device"] == ("cuda" if mode == "switch" else "infini"), got["device"]
