@@ -225,8 +225,8 @@ def format_diagnostics(d: dict[str, Any]) -> str:
     else:
         lines.append("Provider: none could start (see the problem below)")
         lines.append("Devices: 0")
-    lines.append("CUDA-to-infini switch: " + ("on" if d.get("transfer_cuda") else
-                                               "off (TORCH_INFINI_TRANSFER_CUDA=1 or import torch_infini.transfer_to_infini)"))
+    lines.append("CUDA-to-infini switch: " + (
+        "on" if d.get("transfer_cuda") else "off (TORCH_INFINI_TRANSFER_CUDA=1 or import torch_infini.transfer_to_infini)"))
     for problem in d["problems"]:
         lines.append(f"Problem: {problem['problem']}")
         lines.append(f"  Fix: {problem['fix']}")

@@ -49,8 +49,8 @@ RENAMED = {
 
 #: Kept as CUDA's: exception classes (``except`` clauses must keep working),
 #: constants and the names of submodules whose contents are mapped one by one.
-KEPT = {"default_generators", "CudaError", "DeferredCudaCallError", "OutOfMemoryError", "AcceleratorError", "has_half", "has_magma",
-        "amp", "random", "memory", "streams", "graphs", "nvtx"}
+KEPT = {"default_generators", "CudaError", "DeferredCudaCallError", "OutOfMemoryError", "AcceleratorError",
+        "has_half", "has_magma", "amp", "random", "memory", "streams", "graphs", "nvtx"}
 
 _USE_ALLOCATOR = "the infini caching allocator is configured with TORCH_INFINI_ALLOC_CONF; see docs/usage.md"
 _TELEMETRY = "infini reports no such driver telemetry; torch.infini.mem_get_info() and memory_stats() report memory"
