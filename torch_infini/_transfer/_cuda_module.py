@@ -212,16 +212,6 @@ NVTX = {"range_push": _nvtx_push, "range_pop": _nvtx_pop, "range_start": _nvtx_s
         "mark": _nvtx_mark, "range": _nvtx_range}
 
 
-def _amp_custom_fwd(fwd: Any = None, *, cast_inputs: Any = None) -> Any:
-    """``torch.cuda.amp.custom_fwd`` under the switch: ``torch.amp.custom_fwd(device_type="infini")``."""
-    return torch.amp.custom_fwd(fwd, device_type=TARGET, cast_inputs=cast_inputs)
-
-
-def _amp_custom_bwd(bwd: Any = None) -> Any:
-    """``torch.cuda.amp.custom_bwd`` under the switch: ``torch.amp.custom_bwd(device_type="infini")``."""
-    return torch.amp.custom_bwd(bwd, device_type=TARGET)
-
-
 def _is_tf32_supported() -> bool:
     """False: infini computes float32 matmuls in float32 (no TensorFloat-32)."""
     return False
@@ -234,8 +224,8 @@ def answers() -> dict[str, tuple[Any, str]]:
         "torch.cuda.is_tf32_supported": (_is_tf32_supported, "False: no TensorFloat-32 on infini"),
         "torch.cuda.amp.autocast": (amp.autocast, "torch.infini.amp.autocast"),
         "torch.cuda.amp.GradScaler": (amp.GradScaler, "torch.infini.amp.GradScaler"),
-        "torch.cuda.amp.custom_fwd": (_amp_custom_fwd, "torch.amp.custom_fwd(device_type='infini')"),
-        "torch.cuda.amp.custom_bwd": (_amp_custom_bwd, "torch.amp.custom_bwd(device_type='infini')"),
+        "torch.cuda.amp.custom_fwd": (amp.custom_fwd, "torch.infini.amp.custom_fwd"),
+        "torch.cuda.amp.custom_bwd": (amp.custom_bwd, "torch.infini.amp.custom_bwd"),
     }
     for name, fn in NVTX.items():
         table[f"torch.cuda.nvtx.{name}"] = (fn, "a torch.profiler range (record_function)")
