@@ -71,6 +71,16 @@ _INSTANTIATION = re.compile(
     r"template\s+class\s+Operator<\s*((?:\w+::)*\w+)\s*,\s*Device::Type::(k\w+)\s*(?:,\s*(\d+)\s*)?>")
 
 
+_NAMESPACE = re.compile(r"^namespace\s+([\w:]+)\s*\{", re.M)
+
+
+def _qualified(name: str) -> str:
+    """A class name relative to infini::ops ("special::Erf", "Gelu")."""
+    for prefix in ("::", "infini::", "ops::"):
+        name = name.removeprefix(prefix)
+    return name
+
+
 def _git(repo: pathlib.Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
                           text=True).stdout.strip()
@@ -108,7 +118,7 @@ def scan_implementations(tree: pathlib.Path) -> dict[str, dict[str, list[dict[st
         text = header.read_text(errors="replace")
         folders = set(rel.parts[:-1])
         for match in _SPECIALIZATION.finditer(text):
-            name = match.group(1).split("::")[-1]
+            name = _qualified(match.group(1))
             device = match.group(2).split("::")[-1]
             index = int(match.group(3) or 0)
             kind = _kind(rel)
@@ -118,11 +128,12 @@ def scan_implementations(tree: pathlib.Path) -> dict[str, dict[str, list[dict[st
                 source = header.with_suffix(".cc")
                 text_cc = source.read_text(errors="replace") if source.exists() else ""
                 backends = [DEVICE_TYPE[m.group(2)] for m in _INSTANTIATION.finditer(text_cc)
-                            if m.group(1).split("::")[-1] == name and m.group(2) in DEVICE_TYPE]
+                            if _qualified(m.group(1)) == name and m.group(2) in DEVICE_TYPE]
             for backend in backends:
-                # The build compiles a header for a backend only from a folder
-                # named after it (or, for ATen-backed ones, from torch/).
-                if kind != "torch" and backend not in folders:
+                # The build compiles a native or linked header for a backend
+                # only from a folder named after it; ATen-backed, NineToothed
+                # and Triton ones come from their option's folder.
+                if kind in ("native", "linked") and backend not in folders:
                     continue
                 found.setdefault(name, {}).setdefault(backend, []).append(
                     {"index": index, "kind": kind, "path": str(rel)})
@@ -166,23 +177,24 @@ def generated_aten_operators(tree: pathlib.Path) -> tuple[dict[str, list[str]], 
 
 
 def build_matrix(tree: pathlib.Path, pin: dict[str, str]) -> dict[str, Any]:
-    classes: dict[str, str] = {}  # class -> snake name
+    classes: dict[str, str] = {}  # snake name -> class (two headers may declare one class)
     deprecated: set[str] = set()
     for header in sorted((tree / "src" / "base").glob("*.h")):
-        match = _BASE_CLASS.search(header.read_text(errors="replace"))
+        text = header.read_text(errors="replace")
+        match = _BASE_CLASS.search(text)
         if match:
-            classes[match.group(2)] = header.stem
+            # Generated bases of namespaced ATen operators live in a namespace
+            # of their own (infini::ops::special::Erf beside infini::ops::Erf).
+            spaces = _NAMESPACE.findall(text[:match.start()])
+            classes[header.stem] = _qualified("::".join(spaces + [match.group(2)]))
             if match.group(1) and "deprecated" in match.group(1):
                 deprecated.add(header.stem)
     implementations = scan_implementations(tree)
     generated, torch_version = generated_aten_operators(tree)
-    pascal = {name: cls for cls, name in classes.items()}
     for name in generated:  # generated bases not in src/base at older pins
-        cls = "".join(word.capitalize() for word in name.split("_"))
-        classes.setdefault(cls, name)
-        pascal.setdefault(name, cls)
+        classes.setdefault(name, "".join(word.capitalize() for word in name.split("_")))  # no namespace at old pins
     operators: dict[str, Any] = {}
-    for cls, name in sorted(classes.items(), key=lambda item: item[1]):
+    for name, cls in sorted(classes.items()):
         per_backend = implementations.get(cls, {})
         if not per_backend and name not in generated:
             continue  # a base with no implementation anywhere: not an operator the library offers

@@ -40,6 +40,7 @@
 #include "ops/aten_meta.h"
 #include "ops/aten_plan.h"
 #include "ops/aten_registry.h"
+#include "ops/backend_policy.h"
 #include "ops/common.h"
 #include "ops/fallback.h"
 #include "runtime/aten_ops.h"
@@ -409,6 +410,9 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
   const c10::Device device = call_device(plan, schema, args);
   c10::DeviceGuard guard(device);
   auto& kernels = runtime::kernels();
+  if (backend_policy::divert(op, stack)) {
+    return;  // TORCH_INFINI_ENFORCE_BACKEND: not served on that backend
+  }
 
   if (kernels.runs_cpu_kernels()) {
     // Graph capture records queued work: nothing may run directly then.
