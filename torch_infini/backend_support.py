@@ -180,6 +180,17 @@ def aten_twins(overload: str) -> list[str]:
     return sorted(set(_groups().get((schema.name.removesuffix("_"), _schema_key(schema)), [overload])) | {overload})
 
 
+def writes_an_input(overload: str) -> bool:
+    """Whether `overload` writes an argument that is neither an output nor,
+    for an in-place overload, self."""
+    schema = _schemas().get(overload)
+    if schema is None:
+        return False
+    written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write
+               and not a.kwarg_only]
+    return bool(written) and not (schema.name.endswith("_") and [a.name for a in written] == ["self"])
+
+
 def is_view(overload: str) -> bool:
     """Whether `overload` returns a view of an input (an alias it does not write)."""
     schema = _schemas().get(overload)
@@ -210,6 +221,8 @@ def aten_bindings(pin: str = CURRENT_PIN) -> dict[str, tuple[str, ...]]:
     bound: dict[str, set[str]] = {}
     for name, row in operators.items():
         for overload in (*row["aten_out"], *HAND_BOUND.get(name, ())):
+            if writes_an_input(overload):
+                continue  # (batch norm's running statistics): not bound, as the provider binds
             for twin in aten_twins(overload):
                 bound.setdefault(twin, set()).add(name)
     return {overload: tuple(sorted(ops)) for overload, ops in bound.items()}
@@ -240,12 +253,16 @@ def classify(overload: str, backend: str, pin: str = CURRENT_PIN, kind: str = "n
     best = statuses[0] if statuses else "absent"
     today = overload in PROVIDER_TODAY and operators.get(PROVIDER_TODAY[overload], {}).get(
         "backends", {}).get(backend) == "native"
+    if kind == "composite" or overload in COMPOSED:
+        # Ran as its parts on the host runtime, and they are counted: where an
+        # InfiniOps operator would serve it whole (embedding), `operators` says so.
+        return Verdict("composite", bound, today)
     if best == "native":
         return Verdict("native", bound, today)
     if overload in DEVICE_RUN or is_view(overload):
         return Verdict("device", bound, True)
-    if kind == "composite" or overload in COMPOSED or overload == "aten::rms_norm":
-        # rms_norm: decomposed by torch-infini where no fused kernel serves it.
+    if overload == "aten::rms_norm":
+        # Decomposed by torch-infini where no fused kernel serves it.
         return Verdict("composite", bound, today)
     if best == "aten":
         return Verdict("aten", bound, today)

@@ -232,17 +232,19 @@ def format_report(rep: dict[str, Any], limit: int = 12) -> str:
         if not members:
             continue
         shown = members if limit <= 0 else members[:limit]
+        width = min(60, max(len(o["op"]) for o in shown) + 2)
         lines.append("")
         lines.append(f"{title.format(backend=b)}:")
         for o in shown:
             extra = []
             if o["infiniops"]:
-                extra.append("InfiniOps " + ", ".join(o["infiniops"]))
+                whole = status == "composite"
+                extra.append(("bound whole to " if whole else "") + "InfiniOps " + ", ".join(o["infiniops"]))
             if o["fails"]:
                 extra.append("refused there" if o["fails"] == "refused" else "fallback or refusal")
             if o["today"] and status not in ("device",):
                 extra.append("served today")
-            lines.append(f"  {o['op']:<48}{o['calls']:>8}  {_pct(o['call_share']):>7}  {_pct(o['time_share']):>7}"
+            lines.append(f"  {o['op']:<{width}}{o['calls']:>8}  {_pct(o['call_share']):>7}  {_pct(o['time_share']):>7}"
                          + (f"  ({'; '.join(extra)})" if extra else ""))
         if len(shown) < len(members):
             lines.append(f"  ... {len(members) - len(shown)} more (--all lists every overload)")
