@@ -202,8 +202,12 @@ def test_the_command_json_and_summary(tmp_path):
     assert text.count("aten::native_layer_norm") == 2
 
 
-def test_the_command_refuses_an_unknown_backend_or_pin(tmp_path):
-    done = _command("--backend", "cuda", "--", "x.py")
-    assert done.returncode == 2 and "unknown InfiniOps backend 'cuda'" in done.stderr
-    done = _command("--backend", "nvidia", "--infiniops", "abcdef1", "--", "x.py")
-    assert done.returncode == 2 and "no InfiniOps support matrix for pin 'abcdef1'" in done.stderr
+@pytest.mark.parametrize("args, message", [
+    (["--backend", "cuda"], "unknown InfiniOps backend 'cuda'"),
+    (["--backend", "nvidia", "--infiniops", "abcdef1"], "no InfiniOps support matrix for pin 'abcdef1'"),
+    (["--backend", "nvidia", "--"], "no program"),
+])
+def test_the_command_refuses_an_unknown_backend_or_pin(args, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        coverage.main([*args, "--", "x.py"] if args[-1] != "--" else args)
+    assert stop.value.code == 2 and message in capsys.readouterr().err
