@@ -139,5 +139,5 @@ setup(
     py_modules=["torch_infini_autoload"],
     ext_modules=[ext],
     cmdclass={"build_ext": BuildWithMetadata.with_options(no_python_abi_suffix=False)},
-    package_data={"torch_infini": [METADATA_NAME]},
+    package_data={"torch_infini": [METADATA_NAME, "data/*.json"]},
 )

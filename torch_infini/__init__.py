@@ -68,6 +68,7 @@ try:
     from . import _C  # noqa: F401  (registers the device guard, hooks, allocator, kernels)
     from . import distributed
     from . import fallback
+    from . import backend_support
     from . import fused_ops  # torch.ops.infini.swiglu, silu_and_mul, causal_softmax
     from . import _autograd
     from . import _compile
@@ -119,6 +120,7 @@ if _LOAD_ERROR is None:
         distributed._register()
         _multiprocessing._register()
         fallback._setup_from_environment()
+        backend_support._setup_from_environment()
         _autograd.install()
         _transfer_from_environment()
     except Exception as _error:  # noqa: BLE001

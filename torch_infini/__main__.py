@@ -1,5 +1,8 @@
 """``python -m torch_infini [--ops] [--json]``: diagnostics and the operator table.
 
+``python -m torch_infini coverage --backend NAME [--infiniops PIN] [--json] -- script.py [args]``:
+what of a program an InfiniOps backend serves natively (torch_infini/coverage.py).
+
 The diagnostics never fail: they print every line they can, then each
 problem and its fix. The exit status is 0 when an infini device can be used
 and 1 when it cannot.
@@ -14,6 +17,11 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["coverage"]:
+        from torch_infini.coverage import main as coverage_main
+
+        return coverage_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m torch_infini", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ops", action="store_true", help="list the operators the selected provider runs: their support "

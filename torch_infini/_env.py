@@ -25,6 +25,9 @@ VARIABLES: dict[str, str] = {
     "TORCH_INFINI_CPU_FALLBACK_ALLOW": "comma-separated ATen operator names",
     "TORCH_INFINI_CPU_FALLBACK_DENY": "comma-separated ATen operator names",
     "TORCH_INFINI_OP_REPORT": "1 (on) or 0 (off, default)",
+    "TORCH_INFINI_ENFORCE_BACKEND": "BACKEND[,PIN][,torch]: an InfiniOps backend (cpu, nvidia, ascend, cambricon, "
+                                    "metax, moore, iluvatar, hygon), a supported InfiniOps pin (default the "
+                                    "current one), torch to admit ATen-backed operators; unset (default) is off",
     "TORCH_INFINI_DISTRIBUTED_STAGING": "1 (collectives copy through pinned host buffers) or 0 (default)",
     "TORCH_INFINI_WORKER_THREADS": "an integer from 1 to 4096 (default: the intra-op threads less one, at least 1)",
     "TORCH_INFINI_TRANSFER_CUDA": "1 (the CUDA-to-infini switch is on from import torch) or 0 (off, default)",

@@ -41,6 +41,7 @@
 #include "ops/aten_meta.h"
 #include "ops/aten_plan.h"
 #include "ops/aten_registry.h"
+#include "ops/backend_policy.h"
 #include "ops/common.h"
 #include "ops/fallback.h"
 #include "runtime/aten_ops.h"
@@ -452,6 +453,9 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
     move_cpu_indices(plan, device, stack, schema.arguments().size());
   }
   auto& kernels = runtime::kernels();
+  if (backend_policy::divert(op, stack)) {
+    return;  // TORCH_INFINI_ENFORCE_BACKEND: not served on that backend
+  }
 
   if (kernels.runs_cpu_kernels()) {
     // Graph capture records queued work: nothing may run directly then.

@@ -98,7 +98,12 @@ Route route_of(const c10::OperatorName& name) {
 bool on_infini(const c10::IValue& value) {
   if (value.isTensor()) {
     const auto& t = value.toTensor();
-    return t.defined() && t.device().type() == kInfini;
+    // Fake and functional tensors (torch.compile tracing a graph, export)
+    // say infini but hold no device memory: their calls run no kernel.
+    static const c10::DispatchKeySet traced(
+        {c10::DispatchKey::Python, c10::DispatchKey::Functionalize});
+    return t.defined() && t.device().type() == kInfini &&
+        !t.key_set().has_any(traced);
   }
   if (value.isList()) {  // Tensor[] and Tensor?[]
     for (const auto& element : value.toListRef()) {

@@ -12,6 +12,7 @@
 #include "core/InfiniHooks.h"
 #include "core/InfiniStream.h"
 #include "ops/aten_registry.h"
+#include "ops/backend_policy.h"
 #include "ops/fallback.h"
 #include "ops/fallback_policy.h"
 #include "ops/fused.h"
@@ -198,6 +199,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_coverage_start_recording", &ops::coverage::start_recording);
   m.def("_coverage_stop_recording", &ops::coverage::stop_recording);
   m.def("_coverage_recording", &ops::coverage::recording);
+  m.def("_backend_policy_enforce", &ops::backend_policy::enforce,
+        "Divert every call outside `served` (TORCH_INFINI_ENFORCE_BACKEND; "
+        "torch_infini.backend_support.enforce).");
+  m.def("_backend_policy_clear", &ops::backend_policy::clear);
+  m.def("_backend_policy_target", &ops::backend_policy::target);
 
   m.def("_device_count",
         [] { return static_cast<int64_t>(checked_device_count()); });

@@ -1,0 +1,124 @@
+"""TORCH_INFINI_ENFORCE_BACKEND / torch_infini.backend_support.enforce: the
+host runtime refuses, or sends through the counted CPU fallback, every call
+the chosen InfiniOps backend would not serve natively; what the device runs
+itself (views, copies, fills, allocation) always runs. CPU PyTorch is the
+oracle for the values."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from torch_infini import backend_support as support
+from torch_infini import fallback
+from conftest import run_python
+
+DEV = torch.device("infini:0")
+
+
+@pytest.fixture
+def enforcing():
+    """Enforces a backend inside the test, and turns it off after."""
+    was_enabled = fallback.is_enabled()
+    yield support.enforce
+    support.enforce(None)
+    fallback.disable() if not was_enabled else fallback.enable()
+
+
+def _operands():
+    torch.manual_seed(0)
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    return a, b, a.to(DEV), b.to(DEV)
+
+
+def test_refuses_what_the_backend_does_not_serve(enforcing):
+    a, b, x, y = _operands()
+    enforcing("cambricon")
+    assert support.enforcement() == ("cambricon", support.CURRENT_PIN)
+    # Gemm is native on Cambricon; views, copies and fills are the device's.
+    torch.testing.assert_close(torch.mm(x, y).cpu(), torch.mm(a, b), rtol=0, atol=0)
+    torch.testing.assert_close(x.t().contiguous().cpu(), a.t().contiguous())
+    torch.testing.assert_close(torch.zeros(3, device=DEV).cpu(), torch.zeros(3))
+    with pytest.raises(NotImplementedError) as caught:
+        torch.erf(x)
+    message = str(caught.value)
+    assert "aten::erf" in message and "'cambricon'" in message and support.CURRENT_PIN in message
+    assert "TORCH_INFINI_ENFORCE_BACKEND=cambricon," in message
+
+
+def test_aten_backed_operators_with_torch(enforcing):
+    a, _, x, _ = _operands()
+    enforcing("cambricon", with_torch=True)
+    torch.testing.assert_close(torch.erf(x).cpu(), torch.erf(a), rtol=0, atol=0)
+    with pytest.raises(NotImplementedError, match="native_layer_norm"):
+        torch.ops.aten.native_layer_norm.default(x, [4], None, None, 1e-5)
+
+
+def test_the_fallback_runs_what_is_refused_and_counts_it(enforcing):
+    a, _, x, _ = _operands()
+    enforcing("nvidia")
+    fallback.enable()
+    with fallback.recording():
+        with pytest.warns(UserWarning, match="CPU fallback"):
+            got = torch.erf(x)
+        torch.testing.assert_close(got.cpu(), torch.erf(a), rtol=0, atol=0)
+        rows = fallback.coverage()
+    assert any(r["op"].startswith("aten::erf") and r["kind"] == "fallback" and r["calls"] == 1 for r in rows)
+    assert not any(r["op"].startswith("aten::erf") and r["kind"] == "native" for r in rows)
+
+
+def test_another_pin_and_off_again(enforcing):
+    _, _, x, _ = _operands()
+    enforcing("nvidia", support.BASELINE_PIN)
+    assert support.enforcement() == ("nvidia", support.BASELINE_PIN)
+    with pytest.raises(NotImplementedError, match=support.BASELINE_PIN):
+        torch.erf(x)
+    support.enforce(None)
+    assert support.enforcement() is None
+    torch.erf(x)
+
+
+def test_served_overloads_follow_the_verdicts():
+    served = set(support.served_overloads("iluvatar"))
+    for overload in support.aten_bindings():
+        verdict = support.classify(overload, "iluvatar")
+        if verdict.status == "native":
+            assert overload in served, overload
+        elif verdict.status in ("aten", "unserved"):
+            assert overload not in served, overload
+
+
+def test_the_environment_variable():
+    done = run_python("""
+        import torch, torch_infini
+        from torch_infini import backend_support
+        print(backend_support.enforcement())
+        x = torch.ones(3, device="infini")
+        print((x * 2).cpu().tolist())  # mul: native on NVIDIA
+        try:
+            torch.erf(x)  # ATen-backed only there
+        except NotImplementedError as e:
+            print("refused:", str(e).split(" ")[0])
+    """, env={"TORCH_INFINI_ENFORCE_BACKEND": "nvidia"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"('nvidia', '{support.CURRENT_PIN}')", "[2.0, 2.0, 2.0]",
+                                        "refused: aten::erf"]
+
+
+@pytest.mark.parametrize("value", ["cuda", "nvidia,abcdef1", "nvidia,1f6f9c2,2962714", ""])
+def test_a_malformed_value_names_the_variable(value):
+    with pytest.raises(RuntimeError) as caught:
+        support.parse_enforcement(value)
+    assert str(caught.value).startswith(
+        f"TORCH_INFINI_ENFORCE_BACKEND='{value}' is invalid: expected BACKEND[,PIN][,torch]")
+
+
+def test_parse_enforcement():
+    assert support.parse_enforcement("hygon") == ("hygon", support.CURRENT_PIN, False)
+    assert support.parse_enforcement("metax, 2962714, torch") == ("metax", support.BASELINE_PIN, True)
+
+
+def test_a_malformed_variable_fails_the_import():
+    done = run_python("import torch_infini", env={"TORCH_INFINI_ENFORCE_BACKEND": "cuda"})
+    assert done.returncode != 0
+    assert "TORCH_INFINI_ENFORCE_BACKEND='cuda' is invalid: expected BACKEND[,PIN][,torch]" in done.stderr

@@ -1,0 +1,213 @@
+"""``python -m torch_infini coverage``: small programs with known call
+sequences, their counts checked against the calls they make, and each
+overload's verdict against the support matrix of the pin."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from torch_infini import backend_support as support
+from torch_infini import coverage
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FORWARD = """
+import sys
+import torch
+import torch_infini
+
+assert sys.argv[1:] == ["--reps", "3"], sys.argv
+x = torch.randn(8, 8).to("infini")
+for _ in range(3):
+    y = torch.mm(x, x)
+for _ in range(2):
+    z = torch.erf(y)
+torch.ops.aten.native_layer_norm.default(z, [8], None, None, 1e-5)
+"""
+
+TRAINING = """
+import sys
+import torch
+import torch_infini
+
+steps = int(sys.argv[1])
+torch.manual_seed(0)
+x = torch.randn(4, 8).to("infini")
+w1 = (torch.randn(16, 8) * 0.1).to("infini").requires_grad_()
+w2 = (torch.randn(2, 16) * 0.1).to("infini").requires_grad_()
+opt = torch.optim.SGD([w1, w2], lr=0.1)
+for _ in range(steps):
+    opt.zero_grad()
+    h = torch.relu(x @ w1.t())     # mm
+    loss = (h @ w2.t()).sum()      # mm
+    loss.backward()                # mm for h's and w2's gradients, mm for w1's (x needs none)
+    opt.step()
+"""
+
+COMPILED = """
+import sys
+import torch
+import torch_infini
+
+torch.manual_seed(0)
+mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).to("infini")
+f = torch.compile(mlp)
+x = torch.randn(4, 8).to("infini")
+with torch.no_grad():
+    for _ in range(int(sys.argv[1])):
+        f(x)
+"""
+
+
+def _script(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "program.py"
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def _calls(rep: dict, prefix: str) -> int:
+    """Calls of the overloads of one operator that ran as themselves (a
+    composite call is the calls of its parts)."""
+    return sum(o["calls"] for o in rep["overloads"]
+               if o["op"].split(".")[0] == prefix and o["status"] != "composite")
+
+
+def _check_totals(rep: dict) -> None:
+    counted = [o for o in rep["overloads"] if o["status"] != "composite"]
+    assert rep["total_calls"] == sum(o["calls"] for o in counted)
+    assert abs(sum(o["call_share"] for o in counted) - 1.0) < 1e-3
+    for status, group in rep["groups"].items():
+        members = [o for o in rep["overloads"] if o["status"] == status]
+        assert group["overloads"] == len(members) and group["calls"] == sum(o["calls"] for o in members)
+    for o in rep["overloads"]:
+        kind = "composite" if o["ran_on_host_as"] == ["composite"] else "native"
+        verdict = support.classify(o["op"], rep["backend"], rep["infiniops"]["short"], kind=kind)
+        assert o["status"] == verdict.status, o
+
+
+def _status(backend: str, operator: str, pin: str = support.CURRENT_PIN) -> str:
+    return support.load_matrix(pin)["operators"][operator]["backends"][backend]
+
+
+@pytest.fixture(scope="module")
+def forward_run(tmp_path_factory):
+    return coverage.run([_script(tmp_path_factory.mktemp("fwd"), FORWARD), "--reps", "3"])
+
+
+@pytest.mark.parametrize("backend", ["nvidia", "cambricon", "hygon"])
+def test_forward_counts_and_verdicts(forward_run, backend):
+    assert forward_run["exit"] == 0 and forward_run["error"] is None
+    rep = coverage.report(forward_run, backend)
+    _check_totals(rep)
+    assert _calls(rep, "aten::mm") == 3
+    assert _calls(rep, "aten::erf") == 2
+    assert _calls(rep, "aten::native_layer_norm") == 1
+    by_op = {o["op"]: o for o in rep["overloads"]}
+    mm = by_op["aten::mm"]
+    # Gemm: native on NVIDIA and Cambricon; Hygon registers no native kernel.
+    assert mm["status"] == ("native" if _status(backend, "gemm") == "native" else "aten")
+    assert "gemm" in mm["infiniops"]
+    assert {o["status"] for o in rep["overloads"] if o["op"].startswith("aten::erf")} == {_status(backend, "erf")}
+    layer_norm = by_op["aten::native_layer_norm"]
+    assert layer_norm["status"] == "unserved" and layer_norm["fails"] == "fallback"
+    assert rep["groups"]["unserved"]["fallback"] >= 1
+
+
+def test_time_shares_come_from_the_device_timeline(forward_run):
+    rep = coverage.report(forward_run, "nvidia")
+    assert rep["time"] == "device" and rep["total_time_ms"] > 0
+    mm = next(o for o in rep["overloads"] if o["op"] == "aten::mm")
+    assert mm["time_ms"] > 0 and 0 < mm["time_share"] <= 1
+    assert sum(g["time_share"] for s, g in rep["groups"].items() if s != "composite") <= 1.0 + 1e-3
+
+
+def test_training_loop_counts(tmp_path):
+    run = coverage.run([_script(tmp_path, TRAINING), "2"], time=False)
+    assert run["exit"] == 0, run["error"]
+    rep = coverage.report(run, "ascend")
+    _check_totals(rep)
+    assert _calls(rep, "aten::mm") == 5 * 2
+    assert _calls(rep, "aten::relu") == 2
+    assert rep["time"] == "host"
+
+
+def test_a_failing_program_is_reported_with_what_it_called(tmp_path):
+    run = coverage.run([_script(tmp_path, FORWARD + "\nraise SystemExit(3)\n"), "--reps", "3"], time=False)
+    assert run["exit"] == 3
+    rep = coverage.report(run, "cpu")
+    assert _calls(rep, "aten::mm") == 3
+    run = coverage.run([_script(tmp_path, "import torch, torch_infini\ntorch.ones(2, device='infini') @ 1\n")],
+                       time=False)
+    assert run["exit"] == 1 and "TypeError" in run["error"]
+
+
+def test_compiled_mlp_reports_the_eager_operators_its_graph_calls(tmp_path):
+    """Inductor generates C++ kernels for the host runtime: what the graph
+    still calls as ATen operators are its extern kernels (the matmuls), two
+    per call (compiling runs some too, the same in both runs); with
+    backend="aot_eager" every operator of the graph runs eagerly, as it
+    would on the Infini stack."""
+    script = _script(tmp_path, COMPILED)
+    reps = {}
+    for calls in (1, 4):
+        torch._dynamo.reset()
+        run = coverage.run([script, str(calls)])
+        assert run["exit"] == 0, run["error"]
+        reps[calls] = coverage.report(run, "nvidia")
+        _check_totals(reps[calls])
+    matmuls = {n: _calls(r, "aten::addmm") + _calls(r, "aten::mm") for n, r in reps.items()}
+    assert matmuls[4] - matmuls[1] == 2 * 3
+    assert _calls(reps[4], "aten::relu") == 0  # fused into a generated kernel
+    assert reps[4]["generated_kernels_ms"] > 0
+    torch._dynamo.reset()
+    run = coverage.run([script, "4"], time=False, compile_backend="aot_eager")
+    assert run["exit"] == 0, run["error"]
+    rep = coverage.report(run, "nvidia")
+    assert _calls(rep, "aten::relu") >= 4
+    assert _calls(rep, "aten::addmm") == 2 * _calls(rep, "aten::relu")
+    torch._dynamo.reset()
+
+
+def _command(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "torch_infini", "coverage", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+def test_the_command_json_and_summary(tmp_path):
+    script = _script(tmp_path, FORWARD)
+    done = _command("--backend", "cambricon", "--infiniops", support.BASELINE_PIN, "--json", "--no-time",
+                    "--", script, "--reps", "3")
+    assert done.returncode == 0, done.stderr
+    rep = json.loads(done.stdout)
+    assert rep["backend"] == "cambricon" and rep["infiniops"]["short"] == support.BASELINE_PIN
+    assert rep["provider"] == "host"
+    assert _calls(rep, "aten::mm") == 3
+    done = _command("--backend", "cambricon,cpu", "--no-time", "--", script, "--reps", "3")
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    for backend in ("cambricon", "cpu"):
+        title = f"torch-infini coverage: {script} on InfiniOps {support.CURRENT_PIN}, backend {backend} "
+        assert text.count(title) == 1
+        summary = text[text.index(title):].splitlines()[:8]
+        assert any(line.lstrip().startswith(f"not served on {backend}") for line in summary)
+    assert text.count("aten::native_layer_norm") == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--backend", "cuda"], "unknown InfiniOps backend 'cuda'"),
+    (["--backend", "nvidia", "--infiniops", "abcdef1"], "no InfiniOps support matrix for pin 'abcdef1'"),
+    (["--backend", "nvidia", "--"], "no program"),
+])
+def test_the_command_refuses_an_unknown_backend_or_pin(args, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        coverage.main([*args, "--", "x.py"] if args[-1] != "--" else args)
+    assert stop.value.code == 2 and message in capsys.readouterr().err

@@ -1,0 +1,296 @@
+"""``python -m torch_infini coverage --backend NAME [--infiniops PIN] [--json] -- script.py [args]``
+
+Runs a program, unchanged, on the host runtime and reports, for every ATen
+overload it called on infini tensors, how an InfiniOps backend would serve it
+(``docs/coverage.md`` says how to read the report):
+
+* native on that backend (an InfiniOps operator with a native kernel there);
+* ATen-backed only (InfiniOps must be built ``WITH_TORCH=ON``);
+* not served (refused there, or run on the CPU through the opt-in fallback);
+* run by the device itself (views, copies, fills, allocation, random draws).
+
+Calls are counted by the operator coverage record
+(:mod:`torch_infini.fallback`); time is each operator's device time, as the
+profiler's device timeline measures it (``--no-time`` skips the profiler).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import runpy
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from . import backend_support as support
+
+__all__ = ["run", "report", "format_report", "main"]
+
+#: Report groups, in the order the summary lists them.
+GROUPS = {
+    "native": "native on {backend}",
+    "aten": "ATen-backed only (InfiniOps WITH_TORCH=ON)",
+    "unserved": "not served on {backend}",
+    "device": "run by the device itself (views, copies, fills, random)",
+    "composite": "composite (run as their parts, counted on their own)",
+}
+
+
+def _device_times(prof) -> tuple[dict[str, float], float, float]:
+    """Per recorded overload, the device time (ms) of the kernels it queued
+    itself; the device time of all kernels; and of Inductor's generated
+    kernels (which no ATen overload queued)."""
+    from torch.autograd import DeviceType
+
+    per_op: dict[str, float] = {}
+    total = generated = 0.0
+    for event in prof.events():
+        if event.device_type == DeviceType.PrivateUse1:
+            total += event.device_time_total / 1000.0
+            if not event.name.startswith(("infini::host_kernel<aten::", "infini::host_kernel<infini::", "Memcpy")):
+                generated += event.device_time_total / 1000.0
+            continue
+        if event.device_type != DeviceType.CPU or "::" not in event.name:
+            continue
+        self_ms = event.self_device_time_total / 1000.0
+        if self_ms <= 0:
+            continue
+        key = f"{event.name}.{event.overload_name}" if event.overload_name else event.name
+        per_op[key] = per_op.get(key, 0.0) + self_ms
+    return per_op, total, generated
+
+
+def _compile_with(backend_name: str):
+    """torch.compile calls that leave the backend at its default use
+    `backend_name`; undone by calling the result."""
+    import torch
+
+    original = torch.compile
+
+    def compile_(model=None, *args, **kwargs):
+        kwargs.setdefault("backend", backend_name)
+        return original(model, *args, **kwargs) if model is not None else original(*args, **kwargs)
+
+    torch.compile = compile_
+    return lambda: setattr(torch, "compile", original)
+
+
+def run(argv: Sequence[str], time: bool = True, compile_backend: str | None = None) -> dict[str, Any]:
+    """Runs ``argv[0]`` as ``__main__`` with ``argv`` as ``sys.argv``,
+    recording every operator it calls on infini tensors. Returns the
+    coverage record's rows, per-overload device times, and how it ended."""
+    import torch
+
+    import torch_infini  # noqa: F401  (the device)
+    from torch_infini import fallback
+
+    provider = torch_infini.diagnostics().get("provider")
+    result: dict[str, Any] = {"script": argv[0], "argv": list(argv[1:]), "provider": provider,
+                              "exit": 0, "error": None}
+    prof = None
+    if time:
+        from torch.profiler import ProfilerActivity, profile
+
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1])
+    restore = _compile_with(compile_backend) if compile_backend else None
+    saved_argv = sys.argv
+    sys.argv = list(argv)
+    was_recording = fallback.is_recording()
+    fallback.reset_coverage()
+    fallback.start_recording()
+    try:
+        if prof is not None:
+            prof.__enter__()
+        try:
+            runpy.run_path(argv[0], run_name="__main__")
+        except SystemExit as stop:
+            code = stop.code
+            result["exit"] = code if isinstance(code, int) else (0 if code is None else 1)
+        except BaseException as error:  # noqa: BLE001  (reported with the record so far)
+            result["exit"] = 1
+            result["error"] = "".join(traceback.format_exception_only(type(error), error)).strip()
+        finally:
+            if torch.infini.is_available():
+                try:
+                    torch.infini.synchronize()
+                except Exception as error:  # noqa: BLE001
+                    result["error"] = result["error"] or f"{type(error).__name__}: {error}"
+    finally:
+        if prof is not None:
+            prof.__exit__(None, None, None)
+        if not was_recording:
+            fallback.stop_recording()
+        sys.argv = saved_argv
+        if restore:
+            restore()
+    result["rows"] = fallback.coverage()
+    if prof is not None:
+        result["device_ms"], result["device_total_ms"], result["generated_ms"] = _device_times(prof)
+    else:
+        result["device_ms"], result["device_total_ms"], result["generated_ms"] = {}, 0.0, 0.0
+    return result
+
+
+def report(run_result: dict[str, Any], backend: str, pin: str = support.CURRENT_PIN) -> dict[str, Any]:
+    """The coverage report of a run (see :func:`run`) for `backend` at
+    InfiniOps `pin`: one entry per overload, and totals per group."""
+    matrix = support.load_matrix(pin)
+    timed = bool(run_result["device_ms"])
+    calls: dict[str, dict[str, Any]] = {}
+    for row in run_result["rows"]:
+        entry = calls.setdefault(row["op"], {"op": row["op"], "calls": 0, "host_ms": 0.0, "ran": []})
+        entry["calls"] += row["calls"]
+        entry["host_ms"] += row["time_ms"]
+        entry["ran"].append(row["kind"])
+    overloads = []
+    for op, entry in calls.items():
+        kind = "composite" if entry["ran"] == ["composite"] else "native"
+        verdict = support.classify(op, backend, pin, kind=kind)
+        ms = run_result["device_ms"].get(op, 0.0) if timed else entry["host_ms"]
+        overloads.append({
+            "op": op, "calls": entry["calls"], "time_ms": round(ms, 4), "status": verdict.status,
+            "fails": verdict.fails or None, "infiniops": list(verdict.operators), "today": verdict.today,
+            "ran_on_host_as": entry["ran"],
+        })
+    counted = [o for o in overloads if o["status"] != "composite"]
+    total_calls = sum(o["calls"] for o in counted) or 1
+    total_ms = (run_result["device_total_ms"] if timed else sum(o["time_ms"] for o in counted)) or 1.0
+    for o in overloads:
+        shared = o["status"] != "composite"
+        o["call_share"] = round(o["calls"] / total_calls, 4) if shared else None
+        o["time_share"] = round(o["time_ms"] / total_ms, 4) if shared else None
+    order = {name: i for i, name in enumerate(GROUPS)}
+    overloads.sort(key=lambda o: (order[o["status"]], -o["time_ms"], -o["calls"], o["op"]))
+    groups = {}
+    for status in GROUPS:
+        members = [o for o in overloads if o["status"] == status]
+        groups[status] = {
+            "overloads": len(members), "calls": sum(o["calls"] for o in members),
+            "time_ms": round(sum(o["time_ms"] for o in members), 4),
+            "call_share": None if status == "composite" else round(sum(o["calls"] for o in members) / total_calls, 4),
+            "time_share": None if status == "composite" else round(sum(o["time_ms"] for o in members) / total_ms, 4),
+        }
+    unserved = [o for o in overloads if o["status"] == "unserved"]
+    groups["unserved"]["refused"] = sum(1 for o in unserved if o["fails"] == "refused")
+    groups["unserved"]["fallback"] = sum(1 for o in unserved if o["fails"] == "fallback")
+    today = [o for o in counted if o["today"] and o["status"] != "device"]
+    return {
+        "backend": backend,
+        "infiniops": matrix["infiniops"],
+        "schemas_from_torch": matrix["generated_with"]["torch"],
+        "script": run_result["script"], "argv": run_result["argv"], "provider": run_result["provider"],
+        "exit": run_result["exit"], "error": run_result["error"],
+        "time": "device" if timed else "host",
+        "total_calls": sum(o["calls"] for o in counted),
+        "total_time_ms": round(total_ms if timed else sum(o["time_ms"] for o in counted), 4),
+        "generated_kernels_ms": round(run_result["generated_ms"], 4),
+        "generated_kernels_share": round(run_result["generated_ms"] / total_ms, 4) if timed else None,
+        "groups": groups,
+        "provider_today": {"overloads": len(today), "calls": sum(o["calls"] for o in today),
+                           "call_share": round(sum(o["calls"] for o in today) / total_calls, 4)},
+        "overloads": overloads,
+    }
+
+
+def _pct(x: float | None) -> str:
+    return "" if x is None else f"{100.0 * x:5.1f}%"
+
+
+def format_report(rep: dict[str, Any], limit: int = 12) -> str:
+    """The report as text: the summary first, then the overloads per group
+    (the `limit` costliest of each; all with ``limit=0``)."""
+    b, pin = rep["backend"], rep["infiniops"]["short"]
+    time_word = "device time" if rep["time"] == "device" else "host time"
+    lines = [f"torch-infini coverage: {rep['script']} on InfiniOps {pin}, backend {b} "
+             f"(run on the {rep['provider']} runtime; {rep['total_calls']} calls on infini tensors, "
+             f"{rep['total_time_ms']:.1f} ms {time_word})"]
+    if rep["exit"] or rep["error"]:
+        lines.append(f"  the program ended with exit status {rep['exit']}" +
+                     (f": {rep['error']}" if rep["error"] else ""))
+    g = rep["groups"]
+    lines.append(f"  {'':<60}{'overloads':>9}  {'calls':>8}  {'calls %':>7}  {'time %':>7}")
+    for status, title in GROUPS.items():
+        row = g[status]
+        lines.append(f"  {title.format(backend=b):<60}{row['overloads']:>9}  {row['calls']:>8}  "
+                     f"{_pct(row['call_share']):>7}  {_pct(row['time_share']):>7}")
+    if rep["generated_kernels_share"]:
+        lines.append(f"  {'compiled code: generated kernels (no ATen overload)':<60}{'':>9}  {'':>8}  {'':>7}  "
+                     f"{_pct(rep['generated_kernels_share']):>7}")
+    u = g["unserved"]
+    if u["overloads"]:
+        lines.append(f"  not served: {u['fallback']} overloads would run on the CPU with TORCH_INFINI_CPU_FALLBACK=1, "
+                     f"{u['refused']} are refused even then (random operators); without it all are refused")
+    t = rep["provider_today"]
+    lines.append(f"  torch-infini's Infini provider today maps {t['overloads']} of these overloads onto InfiniOps "
+                 f"kernels native on {b} ({_pct(t['call_share']).strip()} of calls); the rest it refuses or "
+                 "sends to the fallback")
+    for status, title in GROUPS.items():
+        members = [o for o in rep["overloads"] if o["status"] == status]
+        if not members:
+            continue
+        shown = members if limit <= 0 else members[:limit]
+        width = min(60, max(len(o["op"]) for o in shown) + 2)
+        lines.append("")
+        lines.append(f"{title.format(backend=b)}:")
+        for o in shown:
+            extra = []
+            if o["infiniops"]:
+                whole = status == "composite"
+                extra.append(("bound whole to " if whole else "") + "InfiniOps " + ", ".join(o["infiniops"]))
+            if o["fails"]:
+                extra.append("refused there" if o["fails"] == "refused" else "fallback or refusal")
+            if o["today"] and status not in ("device",):
+                extra.append("served today")
+            lines.append(f"  {o['op']:<{width}}{o['calls']:>8}  {_pct(o['call_share']):>7}  {_pct(o['time_share']):>7}"
+                         + (f"  ({'; '.join(extra)})" if extra else ""))
+        if len(shown) < len(members):
+            lines.append(f"  ... {len(members) - len(shown)} more (--all lists every overload)")
+    return "\n".join(lines)
+
+
+def _backends(value: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in support.BACKENDS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"unknown InfiniOps backend {', '.join(map(repr, unknown)) or repr(value)}: "
+                                         f"expected {', '.join(support.BACKENDS)}")
+    return names
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torch_infini coverage", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", required=True, type=_backends, metavar="NAME[,NAME...]",
+                        help=f"the InfiniOps backend ({', '.join(support.BACKENDS)}); several, separated by "
+                             "commas, give one report each from one run")
+    parser.add_argument("--infiniops", default=support.CURRENT_PIN, metavar="PIN",
+                        help=f"the InfiniOps pin (default {support.CURRENT_PIN}; the package has "
+                             f"{', '.join(support.pins())})")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--all", action="store_true", help="list every overload, not the costliest of each group")
+    parser.add_argument("--no-time", action="store_true",
+                        help="skip the profiler: shares of host time at the call instead of device time")
+    parser.add_argument("--compile-backend", metavar="NAME",
+                        help="torch.compile calls without a backend use NAME (aot_eager: the compiled graph's "
+                             "operators run eagerly, as on the Infini stack, where Inductor has no code generator)")
+    parser.add_argument("program", nargs=argparse.REMAINDER, help="-- script.py [args]")
+    args = parser.parse_args(argv)
+    program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not program:
+        parser.error("no program: give it after --, e.g. -- script.py --steps 2")
+    try:
+        support.load_matrix(args.infiniops)
+    except ValueError as error:
+        parser.error(str(error))
+    os.environ.setdefault("TORCH_INFINI_PROVIDER", "host")
+    result = run(program, time=not args.no_time, compile_backend=args.compile_backend)
+    reports = [report(result, backend, args.infiniops) for backend in args.backend]
+    if args.json:
+        out = json.dumps(reports[0] if len(reports) == 1 else reports, indent=1)
+    else:
+        out = "\n\n".join(format_report(rep, limit=0 if args.all else 12) for rep in reports)
+    print(out, file=sys.__stdout__, flush=True)
+    return int(result["exit"] != 0)
