@@ -81,6 +81,17 @@ def fallback_where_unserved():
         (fallback.enable if was else fallback.disable)()
 
 
+def tensors_in(value) -> list:
+    """The tensors in ``value`` (a tensor, or lists, tuples and dicts of them), in order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in tensors_in(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in tensors_in(v)]
+    return []
+
+
 def to_device(value):
     """``value`` (tensors inside lists and tuples too) on infini, strides kept."""
     if isinstance(value, torch.Tensor):

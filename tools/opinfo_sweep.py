@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def worker(start: int, samples: int, only: list[str]) -> None:
     """Runs cases from index `start`, one JSON line each on stdout."""
-    sys.path.insert(0, str(ROOT / "tests" / "ops"))
+    sys.path[:0] = [str(ROOT / "tests" / "ops"), str(ROOT / "tests")]  # the harness, infini_testing
     import torch  # noqa: F401
     import torch_infini  # noqa: F401
     import opinfo_harness as h

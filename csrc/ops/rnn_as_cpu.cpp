@@ -213,25 +213,24 @@ std::tuple<at::Tensor, at::Tensor> one_hidden_as_cpu(
 
 bool on_cpu_kernels() { return runtime::kernels().runs_cpu_kernels(); }
 
-#define ONE_HIDDEN_AS_CPU(NAME, KIND)                                         \
-  std::tuple<at::Tensor, at::Tensor> NAME##_as_cpu(                           \
-      const at::Tensor& input, const at::Tensor& hx, at::TensorList params,  \
-      bool has_biases, int64_t num_layers, double dropout, bool train,       \
-      bool bidirectional, bool batch_first) {                                \
-    if (!on_cpu_kernels()) {                                                 \
-      return at::native::NAME(input, hx, params, has_biases, num_layers,     \
-                              dropout, train, bidirectional, batch_first);   \
-    }                                                                        \
-    return one_hidden_as_cpu(KIND, input, hx, params, has_biases,            \
-                             num_layers, dropout, train, bidirectional,      \
-                             batch_first);                                   \
+using OneHiddenRnn = std::tuple<at::Tensor, at::Tensor> (*)(
+    const at::Tensor&, const at::Tensor&, at::TensorList, bool, int64_t,
+    double, bool, bool, bool);
+
+// gru.input, rnn_tanh.input, rnn_relu.input: CPU's algorithm on the host
+// runtime, PyTorch's own function (`native`) elsewhere.
+template <Kind kind, OneHiddenRnn native>
+std::tuple<at::Tensor, at::Tensor> one_hidden_rnn(
+    const at::Tensor& input, const at::Tensor& hx, at::TensorList params,
+    bool has_biases, int64_t num_layers, double dropout, bool train,
+    bool bidirectional, bool batch_first) {
+  if (!on_cpu_kernels()) {
+    return native(input, hx, params, has_biases, num_layers, dropout, train,
+                  bidirectional, batch_first);
   }
-
-ONE_HIDDEN_AS_CPU(gru, Kind::kGru)
-ONE_HIDDEN_AS_CPU(rnn_tanh, Kind::kTanh)
-ONE_HIDDEN_AS_CPU(rnn_relu, Kind::kRelu)
-
-#undef ONE_HIDDEN_AS_CPU
+  return one_hidden_as_cpu(kind, input, hx, params, has_biases, num_layers,
+                           dropout, train, bidirectional, batch_first);
+}
 
 void check_cell(const at::Tensor& input, at::TensorList hx,
                 const at::Tensor& w_ih, const at::Tensor& w_hh,
@@ -262,48 +261,24 @@ Params cell_params(const at::Tensor& w_ih, const at::Tensor& w_hh,
           {}};
 }
 
-at::Tensor one_hidden_cell_as_cpu(Kind kind, int64_t gates,
-                                  const at::Tensor& input,
-                                  const at::Tensor& hx, const at::Tensor& w_ih,
-                                  const at::Tensor& w_hh,
-                                  const std::optional<at::Tensor>& b_ih,
-                                  const std::optional<at::Tensor>& b_hh) {
-  check_cell(input, {hx}, w_ih, w_hh, gates);
-  const Params p = cell_params(w_ih, w_hh, b_ih, b_hh);
-  return cell(kind, p.linear_ih(input), {hx, {}}, p).h;
-}
+using OneHiddenCell = at::Tensor (*)(const at::Tensor&, const at::Tensor&,
+                                     const at::Tensor&, const at::Tensor&,
+                                     const std::optional<at::Tensor>&,
+                                     const std::optional<at::Tensor>&);
 
-at::Tensor gru_cell_as_cpu(const at::Tensor& input, const at::Tensor& hx,
+// gru_cell, rnn_tanh_cell, rnn_relu_cell (`gates` gates each): CPU's cell
+// on the host runtime, PyTorch's own function (`native`) elsewhere.
+template <Kind kind, int64_t gates, OneHiddenCell native>
+at::Tensor one_hidden_cell(const at::Tensor& input, const at::Tensor& hx,
                            const at::Tensor& w_ih, const at::Tensor& w_hh,
                            const std::optional<at::Tensor>& b_ih,
                            const std::optional<at::Tensor>& b_hh) {
   if (!on_cpu_kernels()) {
-    return at::native::gru_cell(input, hx, w_ih, w_hh, b_ih, b_hh);
+    return native(input, hx, w_ih, w_hh, b_ih, b_hh);
   }
-  return one_hidden_cell_as_cpu(Kind::kGru, 3, input, hx, w_ih, w_hh, b_ih,
-                                b_hh);
-}
-
-at::Tensor rnn_tanh_cell_as_cpu(const at::Tensor& input, const at::Tensor& hx,
-                                const at::Tensor& w_ih, const at::Tensor& w_hh,
-                                const std::optional<at::Tensor>& b_ih,
-                                const std::optional<at::Tensor>& b_hh) {
-  if (!on_cpu_kernels()) {
-    return at::native::rnn_tanh_cell(input, hx, w_ih, w_hh, b_ih, b_hh);
-  }
-  return one_hidden_cell_as_cpu(Kind::kTanh, 1, input, hx, w_ih, w_hh, b_ih,
-                                b_hh);
-}
-
-at::Tensor rnn_relu_cell_as_cpu(const at::Tensor& input, const at::Tensor& hx,
-                                const at::Tensor& w_ih, const at::Tensor& w_hh,
-                                const std::optional<at::Tensor>& b_ih,
-                                const std::optional<at::Tensor>& b_hh) {
-  if (!on_cpu_kernels()) {
-    return at::native::rnn_relu_cell(input, hx, w_ih, w_hh, b_ih, b_hh);
-  }
-  return one_hidden_cell_as_cpu(Kind::kRelu, 1, input, hx, w_ih, w_hh, b_ih,
-                                b_hh);
+  check_cell(input, {hx}, w_ih, w_hh, gates);
+  const Params p = cell_params(w_ih, w_hh, b_ih, b_hh);
+  return cell(kind, p.linear_ih(input), {hx, {}}, p).h;
 }
 
 std::tuple<at::Tensor, at::Tensor> lstm_cell_as_cpu(
@@ -365,12 +340,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_as_cpu_steps(
 // key take their place for infini tensors, and the operators they call
 // record their own backward.
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
-  m.impl("gru.input", TORCH_FN(gru_as_cpu));
-  m.impl("rnn_tanh.input", TORCH_FN(rnn_tanh_as_cpu));
-  m.impl("rnn_relu.input", TORCH_FN(rnn_relu_as_cpu));
-  m.impl("gru_cell", TORCH_FN(gru_cell_as_cpu));
-  m.impl("rnn_tanh_cell", TORCH_FN(rnn_tanh_cell_as_cpu));
-  m.impl("rnn_relu_cell", TORCH_FN(rnn_relu_cell_as_cpu));
+  m.impl("gru.input",
+         TORCH_FN((one_hidden_rnn<Kind::kGru, &at::native::gru>)));
+  m.impl("rnn_tanh.input",
+         TORCH_FN((one_hidden_rnn<Kind::kTanh, &at::native::rnn_tanh>)));
+  m.impl("rnn_relu.input",
+         TORCH_FN((one_hidden_rnn<Kind::kRelu, &at::native::rnn_relu>)));
+  m.impl("gru_cell",
+         TORCH_FN((one_hidden_cell<Kind::kGru, 3, &at::native::gru_cell>)));
+  m.impl("rnn_tanh_cell",
+         TORCH_FN((one_hidden_cell<Kind::kTanh, 1,
+                                   &at::native::rnn_tanh_cell>)));
+  m.impl("rnn_relu_cell",
+         TORCH_FN((one_hidden_cell<Kind::kRelu, 1,
+                                   &at::native::rnn_relu_cell>)));
   m.impl("lstm_cell", TORCH_FN(lstm_cell_as_cpu));
 }
 

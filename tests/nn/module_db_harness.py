@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
+from infini_testing import tensors_in
+
 import torch_infini
 
 DEV = torch.device("infini:0")
@@ -84,16 +86,6 @@ def _to_infini(value, copies: dict | None = None):
     return value
 
 
-def _tensors(value) -> list:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors(v)]
-    return []
-
-
 def _same_bits(actual: torch.Tensor, expected: torch.Tensor, what: str) -> None:
     if actual.dtype != expected.dtype:
         raise CaseFailure(f"{what}: dtype {actual.dtype}, CPU gives {expected.dtype}")
@@ -123,7 +115,7 @@ def _same_bits(actual: torch.Tensor, expected: torch.Tensor, what: str) -> None:
 
 
 def _compare(actual, expected, what: str) -> None:
-    a, e = _tensors(actual), _tensors(expected)
+    a, e = tensors_in(actual), tensors_in(expected)
     if len(a) != len(e):
         raise CaseFailure(f"{what}: {len(a)} tensors, CPU gives {len(e)}")
     for i, (x, y) in enumerate(zip(a, e)):
@@ -154,7 +146,7 @@ def _run(module, sample, seed: int):
 
 
 def _grad_inputs(module, forward) -> list:
-    inputs = list({id(t): t for t in _tensors([forward.args, forward.kwargs])
+    inputs = list({id(t): t for t in tensors_in([forward.args, forward.kwargs])
                    if t.requires_grad and (t.is_floating_point() or t.is_complex())}.values())
     return inputs + [p for p in module.parameters() if p.requires_grad]
 
@@ -188,8 +180,8 @@ def run_sample(info, dtype: torch.dtype, mode: str, sample, index: int) -> None:
     _compare(actual, expected, f"sample {index} output")
     _compare(list(dev_module.buffers()), list(cpu_module.buffers()), f"sample {index} buffers")
 
-    outs_cpu = [t for t in _tensors(expected) if t.requires_grad]
-    outs_dev = [t for t in _tensors(actual) if t.requires_grad]
+    outs_cpu = [t for t in tensors_in(expected) if t.requires_grad]
+    outs_dev = [t for t in tensors_in(actual) if t.requires_grad]
     wrt_cpu = _grad_inputs(cpu_module, sample.forward_input)
     wrt_dev = _grad_inputs(dev_module, dev_sample.forward_input)
     if not outs_cpu or not wrt_cpu:

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import torch
 
+from infini_testing import tensors_in
+
 DEV = torch.device("infini:0")
 SAMPLES_PER_CASE = 3
 RUNS = 2  # infini runs of every sample, on fresh copies of its inputs
@@ -170,8 +172,8 @@ def _same_inputs(cpu, dev) -> bool:
     if repr(_skeleton([cpu.args, cpu.kwargs])) != repr(_skeleton([dev.args, dev.kwargs])).replace(
             DEV.type + ":0", "cpu").replace("'" + DEV.type + "'", "'cpu'"):
         return False
-    a = _tensors([cpu.input, cpu.args, cpu.kwargs])
-    b = _tensors([dev.input, dev.args, dev.kwargs])
+    a = tensors_in([cpu.input, cpu.args, cpu.kwargs])
+    b = tensors_in([dev.input, dev.args, dev.kwargs])
     if len(a) != len(b):
         return False
     for x, y in zip(a, b):
@@ -180,16 +182,6 @@ def _same_inputs(cpu, dev) -> bool:
         if not torch.equal(x.detach().resolve_conj().resolve_neg(), y.detach().cpu().resolve_conj().resolve_neg()):
             return False
     return True
-
-
-def _tensors(value) -> list:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors(v)]
-    return []
 
 
 def _call(op, sample, seed: int):
@@ -256,7 +248,7 @@ def _forward_sample(op, sample, runs: list, index: int) -> None:
         actual = _call(op, moved, seed=index)
         _compare(actual, expected, f"{what} output", values)
         # In-place and out= variants write their inputs: compare those too.
-        _compare(_tensors([moved.input, moved.args]), _tensors([sample.input, sample.args]),
+        _compare(tensors_in([moved.input, moved.args]), tensors_in([sample.input, sample.args]),
                  f"{what} inputs after the call", values, inputs=True)
 
 
@@ -275,14 +267,14 @@ def _expect_error(op, moved, index: int, cpu_error: Exception, run=None) -> None
 
 
 def _differentiable(value) -> list:
-    return [t for t in _tensors(value) if t.requires_grad and (t.is_floating_point() or t.is_complex())]
+    return [t for t in tensors_in(value) if t.requires_grad and (t.is_floating_point() or t.is_complex())]
 
 
 def _backward_sample(op, sample, runs: list, index: int) -> None:
     inputs_cpu = _differentiable([sample.input, sample.args, sample.kwargs])
     if not inputs_cpu:
         return
-    out_cpu = [t for t in _tensors(_call(op, sample, seed=index)) if t.requires_grad]
+    out_cpu = [t for t in tensors_in(_call(op, sample, seed=index)) if t.requires_grad]
     if not out_cpu:
         return
     gen = torch.Generator().manual_seed(index)
@@ -302,7 +294,7 @@ def _backward_run(op, moved, index: int, run: int, n_cpu: int, out_cpu: list, gr
     inputs_dev = _differentiable([moved.input, moved.args, moved.kwargs])
     if len(inputs_dev) != n_cpu:
         raise CaseFailure(f"{what}: {len(inputs_dev)} differentiable inputs, CPU has {n_cpu}")
-    out_dev = [t for t in _tensors(_call(op, moved, seed=index)) if t.requires_grad]
+    out_dev = [t for t in tensors_in(_call(op, moved, seed=index)) if t.requires_grad]
     if len(out_dev) != len(out_cpu):
         raise CaseFailure(f"{what}: {len(out_dev)} differentiable outputs, CPU has {len(out_cpu)}")
     grads_dev = [g.to(DEV) for g in grads_cpu]
