@@ -35,6 +35,14 @@ from build_config import (  # noqa: E402
     resolve_infini_ccl,
     resolve_infini_stack,
 )
+from infiniops_binding import (  # noqa: E402
+    aten_schemas_from_torch,
+    bind,
+    implementations_from_symbols,
+    parse_signatures,
+    render_cpp,
+    render_index,
+)
 from build_progress import open_terminal, progress_enabled, say, terminal_progress  # noqa: E402
 
 METADATA_NAME = "_build_info.json"
@@ -44,13 +52,42 @@ METADATA_NAME = "_build_info.json"
 INFINI_STACK_SOURCES = "csrc/runtime/infini/"
 
 
-def sources(stack):
+#: Where the build writes the InfiniOps binding table it generates (never committed).
+GENERATED = Path("build") / "generated" / "infini_bindings"
+#: Parts of the table, compiled in parallel.
+BINDING_CHUNKS = 4
+
+
+def generate_bindings(stack) -> tuple[list[str], int]:
+    """Writes the binding table of what the installed InfiniOps offers
+    (tools/infiniops_binding.py), returning its sources and how many
+    overloads it binds. Files are rewritten only when they change."""
+    header = next(Path(d) / "infini" / "operator_call_instantiations.h" for d in stack.ops_include_dirs
+                  if (Path(d) / "infini" / "operator_call_instantiations.h").is_file())
+    library = next(Path(d) / "libinfiniops.so" for d in stack.ops_library_dirs
+                   if (Path(d) / "libinfiniops.so").is_file())
+    report = bind(parse_signatures(header.read_text(errors="replace")), aten_schemas_from_torch())
+    implementations = implementations_from_symbols(library.read_bytes())
+    out = ROOT / GENERATED
+    out.mkdir(parents=True, exist_ok=True)
+    texts = {f"infini_bindings_{i}.cpp": render_cpp(report, implementations, i, BINDING_CHUNKS)
+             for i in range(BINDING_CHUNKS)}
+    texts["infini_bindings.cpp"] = render_index(BINDING_CHUNKS)
+    for name, text in texts.items():
+        path = out / name
+        if not path.is_file() or path.read_text() != text:
+            path.write_text(text)
+    return [str(GENERATED / name) for name in sorted(texts)], len(report.bindings)
+
+
+def sources(stack, generated=()):
     """Every .cpp file under csrc/ (a new file or folder builds without an
-    edit here), less the Infini stack provider's without the stack."""
+    edit here), less the Infini stack provider's without the stack, plus the
+    generated binding table with it."""
     files = sorted(glob.glob("csrc/**/*.cpp", root_dir=ROOT, recursive=True))
     if stack is None:
         files = [f for f in files if not f.startswith(INFINI_STACK_SOURCES)]
-    return files
+    return files + list(generated)
 
 
 try:
@@ -68,6 +105,11 @@ else:
     SUMMARY = ("torch_infini: building with the Infini stack (InfiniRT backends: "
                f"{', '.join(STACK.rt_backends) or 'unknown'}; InfiniOps operators: "
                f"{', '.join(STACK.ops_operators) or 'none'})")
+
+GENERATED_SOURCES: list[str] = []
+if STACK is not None:
+    GENERATED_SOURCES, BOUND = generate_bindings(STACK)
+    SUMMARY += f"; {BOUND} ATen overloads bound to InfiniOps operators"
 
 if CCL is not None:
     SUMMARY += "; InfiniCCL: " + ", ".join(CCL.library_dirs)
@@ -119,7 +161,7 @@ class BuildWithMetadata(BuildExtension):
 
 ext = CppExtension(
     name="torch_infini._C",
-    sources=sources(STACK),
+    sources=sources(STACK, GENERATED_SOURCES),
     include_dirs=[str(ROOT / "csrc")] + (STACK.include_dirs if STACK else []) + (CCL.include_dirs if CCL else []),
     library_dirs=(STACK.library_dirs if STACK else []) + (CCL.library_dirs if CCL else []),
     # InfiniOps depends on InfiniRT: link it first. Neither is bundled and no

@@ -21,6 +21,9 @@ struct Plan {
   std::string name;  // "aten::mul.out"
   // The op family the Infini provider maps onto InfiniOps, if any.
   const runtime::AtenOpFamily* family = nullptr;
+  // The provider maps it (or its out= twin) onto its library
+  // (OpKernels::maps): planned and queued like a family's overload.
+  bool mapped = false;
   std::vector<size_t> written;  // arguments it writes (self_, out=)
   std::vector<bool> written_out;  // per written argument: kwarg-only out=
   // Every return is a written argument (in-place and out= overloads).
