@@ -31,6 +31,7 @@ from build_config import (  # noqa: E402
     BuildConfigError,
     build_metadata,
     check_ops_match_rt,
+    check_ops_match_torch,
     compile_flags,
     resolve_infini_ccl,
     resolve_infini_stack,
@@ -135,7 +136,11 @@ class BuildWithMetadata(BuildExtension):
         if STACK is not None:
             # A link test: InfiniOps must come from a build against this InfiniRT.
             try:
-                check_ops_match_rt(STACK, os.environ.get("CXX", "c++"))
+                torch_lib = Path(torch.__file__).parent / "lib"
+                check_ops_match_rt(STACK, os.environ.get("CXX", "c++"), (str(torch_lib),))
+                # An ATen-backed InfiniOps (WITH_TORCH=ON) must come from this PyTorch.
+                if check_ops_match_torch(STACK, torch.__version__, torch._C._GLIBCXX_USE_CXX11_ABI, torch_lib):
+                    say("torch_infini: InfiniOps is ATen-backed (WITH_TORCH=ON) and matches this PyTorch", terminal)
             except BuildConfigError as error:
                 sys.exit(f"torch_infini build error: {error}")
         started = time.monotonic()

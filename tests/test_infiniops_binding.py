@@ -248,3 +248,14 @@ def test_implementation_choice_on_the_stub(stub_install, tmp_path):
                    check=True, capture_output=True, timeout=120)
     out = subprocess.run([str(program)], check=True, capture_output=True, text=True).stdout.split()
     assert out == ["8", "-1", "0", "-1", "0", "8", "8", "-1"]
+
+
+def test_with_torch_allowlist_comes_from_the_operator_headers(tmp_path):
+    base = tmp_path / "include" / "base"
+    base.mkdir(parents=True)
+    for name in ("abs", "sum", "internal_softmax", "gemm", "bernoulli"):
+        (base / f"{name}.h").write_text("")
+    out = subprocess.run([sys.executable, str(REPO / "tools" / "infiniops_binding.py"), "--torch-allowlist",
+                          str(tmp_path)], check=True, capture_output=True, text=True).stdout.strip()
+    # gemm has no ATen operator; bernoulli draws random numbers (the host does).
+    assert out.split(",") == ["_softmax", "abs", "sum"]

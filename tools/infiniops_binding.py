@@ -411,3 +411,52 @@ def render_index(chunks: int) -> str:
         "  return table;\n"
         "}\n\n"
         "}  // namespace torch_infini::runtime::infini\n")
+
+
+def bindable_aten_names(schemas: Iterable[AtenSchema], operator_headers: Iterable[str]) -> list[str]:
+    """ATen operator names with an ``.out`` overload the rules can bind and an
+    InfiniOps operator header (``include/base/<name>.h``, any build installs
+    all of them): the allowlist of an InfiniOps ``WITH_TORCH=ON`` build that
+    gives torch-infini every operator it can bind."""
+    headers = set(operator_headers)
+    return sorted({s.name.split("::")[1] for s in schemas
+                   if s.name.startswith("aten::") and public_name(s.name) in headers
+                   and not isinstance(expected_signature(s), str)})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python tools/infiniops_binding.py --torch-allowlist PREFIX``: the
+    comma-separated allowlist for InfiniOps' ``-DINFINI_OPS_TORCH_OPS``, from
+    an installed InfiniOps (any build: its operator headers) or its source
+    tree's ``src/base``; ``--report PREFIX``: what binds in that install, and
+    why the rest does not."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--torch-allowlist", action="store_true")
+    parser.add_argument("--report", action="store_true")
+    parser.add_argument("prefix", help="an InfiniOps install prefix (or source tree)")
+    args = parser.parse_args(argv)
+    from pathlib import Path
+
+    schemas = aten_schemas_from_torch()
+    prefix = Path(args.prefix)
+    base = next((d for d in (prefix / "include" / "base", prefix / "src" / "base") if d.is_dir()), None)
+    if args.torch_allowlist:
+        if base is None:
+            parser.error(f"{prefix}: no include/base (or src/base) operator headers")
+        print(",".join(bindable_aten_names(schemas, (h.stem for h in base.glob("*.h")))))
+    header = prefix / "include" / "infini" / "operator_call_instantiations.h"
+    if args.report:
+        if not header.is_file():
+            parser.error(f"{header} does not exist")
+        report = bind(parse_signatures(header.read_text(errors="replace")), schemas)
+        for b in report.bindings:
+            print(f"{b.aten} -> infini::ops::{b.operator}")
+        for op, why in sorted(report.unbound_operators.items()):
+            print(f"infini::ops::{op}: not bound ({why})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

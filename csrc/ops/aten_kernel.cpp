@@ -42,7 +42,9 @@
 #include "ops/aten_registry.h"
 #include "ops/common.h"
 #include "ops/fallback.h"
+#include "ops/op_coverage.h"
 #include "runtime/aten_ops.h"
+#include "runtime/aten_route.h"
 #include "runtime/ivalue_tensors.h"
 
 namespace torch_infini::ops {
@@ -350,8 +352,12 @@ void queue_call(const Plan& plan, const c10::OperatorHandle& op,
       }
       check_supported(plan.name.c_str(), unsupported);
     }
+    runtime::last_aten_route() = runtime::AtenRoute::kNative;
     kernels.aten(device.index(), current_native_stream(device.index()),
                  std::move(call));
+    if (runtime::last_aten_route() == runtime::AtenRoute::kAtenBacked) {
+      coverage::served_as(op.operator_name(), coverage::Kind::kAtenBacked);
+    }
   }
   torch::jit::drop(*stack, nargs);
   for (auto& value : returns) {

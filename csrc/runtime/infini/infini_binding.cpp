@@ -23,6 +23,7 @@
 #include <cstring>
 #include <functional>
 
+#include "runtime/aten_route.h"
 #include "runtime/infini/device_scalars.h"
 
 namespace torch_infini::runtime::infini {
@@ -317,6 +318,9 @@ void GenericServer::run(const Binding& b, int device, StreamHandle stream,
                                     c10::Device(c10::DeviceType::PrivateUse1,
                                                 static_cast<c10::DeviceIndex>(device))));
   }
+  last_aten_route() = implementation == kAtenBackedIndex
+      ? AtenRoute::kAtenBacked
+      : AtenRoute::kNative;
   const Launch launch{&provider_, device, stream, implementation, &args,
                       &b.conversions};
   b.launch(launch);
