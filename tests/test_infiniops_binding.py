@@ -160,6 +160,14 @@ def test_in_place_overloads_are_served_with_out_self(report):
     assert not [b for b in report.bindings if b.aten.startswith("aten::max_")]
 
 
+def test_functional_overloads_write_the_allocated_results(report):
+    # aten::abs(Tensor self): result 0 is argument 1, after the arguments.
+    abs_ = _binding(report, "aten::abs")
+    assert [(p.aten_index, p.output) for p in abs_.params] == [(0, False), (1, True)]
+    max_ = _binding(report, "aten::max.dim")
+    assert [(p.name, p.aten_index) for p in max_.params if p.output] == [("max", 3), ("max_values", 4)]
+
+
 def test_arguments_the_api_leaves_out_must_be_none(report):
     clone = _binding(report, "aten::clone.out")
     assert clone.must_be_none == (1,)  # MemoryFormat? memory_format

@@ -317,8 +317,35 @@ def bind(signatures: Mapping[str, list[tuple[Param, ...]]],
                 "no ATen .out overload of that name" if op not in by_public
                 else "no ATen .out overload with its signature")
     report.bindings.extend(_inplace_bindings(report.bindings, by_public))
+    report.bindings.extend(_functional_bindings(report.bindings, by_public))
     report.bindings.sort(key=lambda b: b.aten)
     return report
+
+
+def _functional_bindings(bindings: list[Binding], by_public: Mapping[str, list[AtenSchema]]) -> list[Binding]:
+    """Functional overloads (``relu``) served by a bound ``.out`` overload
+    whose inputs are its arguments, writing the results the ops layer
+    allocated: output ``k`` is ATen argument ``len(arguments) + k`` (the
+    ops layer reaches most functional overloads through their ``.out`` twin
+    already; these are the ones whose twin has no CPU kernel of its own)."""
+    schemas = {s.qualified: s for group in by_public.values() for s in group}
+    found = []
+    for binding in bindings:
+        out = schemas.get(binding.aten)
+        if out is None or not out.outputs:
+            continue
+        inputs = [(a.name, a.type) for a in out.arguments if not (a.written and a.kwarg_only)]
+        for schema in by_public.get(binding.operator, []):
+            if (schema.name.endswith("_") or schema.outputs or any(a.written for a in schema.arguments)
+                    or [(a.name, a.type) for a in schema.arguments] != inputs):
+                continue
+            base = len(schema.arguments)
+            outputs = iter(range(base, base + len(out.outputs)))
+            params = tuple(
+                Conversion(p.name, p.cpp_type, p.kind, next(outputs) if p.output else p.aten_index, p.output)
+                for p in binding.params)
+            found.append(Binding(schema.qualified, binding.operator, params, binding.must_be_none))
+    return found
 
 
 def _inplace_bindings(bindings: list[Binding], by_public: Mapping[str, list[AtenSchema]]) -> list[Binding]:

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <optional>
 
 #include "runtime/aten_route.h"
 #include "runtime/infini/device_scalars.h"
@@ -119,7 +120,24 @@ void each_tensor(const Binding& b, const std::vector<c10::IValue>& args, F f) {
 }
 
 std::string arg_name(const AtenCall& call, int index) {
-  return call.op.schema().arguments()[index].name();
+  const auto& arguments = call.op.schema().arguments();
+  return static_cast<size_t>(index) < arguments.size()
+      ? arguments[index].name()
+      : "result " + std::to_string(index - arguments.size());
+}
+
+// The call with the results the ops layer allocated appended to its
+// arguments: a functional binding writes result k as argument nargs + k.
+const AtenCall& with_results(const AtenCall& call,
+                             std::optional<AtenCall>* storage) {
+  if (call.results_into.empty()) {
+    return call;
+  }
+  storage->emplace(call);
+  for (const at::Tensor& r : call.results_into) {
+    (*storage)->args.push_back(r);
+  }
+  return **storage;
 }
 
 // The dtype of the call's first output.
@@ -132,6 +150,36 @@ c10::ScalarType output_dtype(const Binding& b, const AtenCall& call) {
   return c10::ScalarType::Undefined;
 }
 
+// The dtype a CPU scalar operand `s` is copied to the device as: the
+// output's for a native implementation (which reads every operand as it);
+// for the ATen-backed one its own where it is of the output's kind (a 0-dim
+// operand never promotes within its kind, so ATen computes as with the CPU
+// scalar), else the output's. Undefined where that copy would not be exact.
+c10::ScalarType scalar_dtype(const at::Tensor& s, c10::ScalarType out,
+                             bool aten_backed) {
+  if (aten_backed && mappable(s.scalar_type()) &&
+      is_floating(s.scalar_type()) == is_floating(out)) {
+    return s.scalar_type();
+  }
+  return scalar_exact(s, out) ? out : c10::ScalarType::Undefined;
+}
+
+std::string cpu_scalar_reason(const Binding& b, const AtenCall& call,
+                              bool aten_backed) {
+  const c10::ScalarType out = output_dtype(b, call);
+  std::string reason;
+  each_tensor(b, call.args, [&](const at::Tensor& t, const ArgConversion& c) {
+    if (reason.empty() && t.defined() && t.device().is_cpu() && !c.output &&
+        scalar_dtype(t, out, aten_backed) == c10::ScalarType::Undefined) {
+      reason = "infini::ops::" + b.op + " reads operands from device memory, "
+          "and the CPU scalar operand is not exactly representable in the "
+          "output's dtype " + dtype_name(out) + " (PyTorch computes with it "
+          "in float32)";
+    }
+  });
+  return reason;
+}
+
 // What every implementation needs; empty when the call converts.
 std::string common_reason(const Binding& b, const AtenCall& call) {
   const std::string kernel = "infini::ops::" + b.op;
@@ -141,7 +189,6 @@ std::string common_reason(const Binding& b, const AtenCall& call) {
           "' (its API leaves it out): only None is served";
     }
   }
-  const c10::ScalarType out_dtype = output_dtype(b, call);
   std::string reason;
   bool integer_inputs = false;
   each_tensor(b, call.args, [&](const at::Tensor& t, const ArgConversion& c) {
@@ -159,15 +206,11 @@ std::string common_reason(const Binding& b, const AtenCall& call) {
           " tensors (InfiniRT has no such DataType)";
       return;
     }
-    if (!c.output && !is_floating(t.scalar_type())) {
-      integer_inputs = true;
+    if (!c.output && !t.device().is_cpu() && !is_floating(t.scalar_type())) {
+      integer_inputs = true;  // a device tensor (CPU scalars are operands)
     }
-    if (t.device().is_cpu()) {
-      if (c.output || !scalar_exact(t, out_dtype)) {
-        reason = kernel + " reads operands from device memory, and the CPU "
-            "scalar operand is not exactly representable in the output's "
-            "dtype " + dtype_name(out_dtype);
-      }
+    if (t.device().is_cpu() && c.output) {
+      reason = kernel + " writes device memory only, not a CPU tensor";
     }
   });
   if (!reason.empty()) {
@@ -207,9 +250,10 @@ std::string common_reason(const Binding& b, const AtenCall& call) {
   return {};
 }
 
-// The generic limits of a native implementation without a hand-written
-// entry: one floating dtype, contiguous device tensors, no overlaps.
-std::string native_reason(const Binding& b, const AtenCall& call) {
+// The generic limits of a native implementation without an entry in
+// infini_native.cpp: one floating dtype, contiguous device tensors, no
+// overlaps.
+std::string generic_native_reason(const Binding& b, const AtenCall& call) {
   const std::string kernel = "infini::ops::" + b.op + " (native)";
   std::optional<c10::ScalarType> dtype;
   std::string reason;
@@ -242,6 +286,16 @@ std::string native_reason(const Binding& b, const AtenCall& call) {
   return {};
 }
 
+std::string native_reason(const Binding& b, const AtenCall& call) {
+  std::string reason = cpu_scalar_reason(b, call, /*aten_backed=*/false);
+  if (!reason.empty()) {
+    return reason;
+  }
+  const NativeLimits* limits = native_limits(b.op);
+  return limits != nullptr ? limits->check(b, call)
+                           : generic_native_reason(b, call);
+}
+
 }  // namespace
 
 GenericServer::GenericServer(InfiniProvider& provider) : provider_(provider) {
@@ -255,9 +309,11 @@ const Binding* GenericServer::find(const std::string& overload) const {
   return it == by_overload_.end() ? nullptr : it->second;
 }
 
-std::string GenericServer::choose(const Binding& b, const AtenCall& call,
+std::string GenericServer::choose(const Binding& b, const AtenCall& given,
                                   bool native_allowed,
                                   int* implementation) const {
+  std::optional<AtenCall> storage;
+  const AtenCall& call = with_results(given, &storage);
   const int type = static_cast<int>(provider_.device_type());
   const bool native = native_index(b.implementations, type) >= 0;
   const bool aten =
@@ -271,15 +327,22 @@ std::string GenericServer::choose(const Binding& b, const AtenCall& call,
     return common;
   }
   std::string native_limit;
+  std::string aten_limit;
   *implementation = choose_implementation(
       b.implementations, type, native_allowed,
       [&] {
         native_limit = native_reason(b, call);
         return native_limit.empty();
       },
-      [] { return true; });
+      [&] {
+        aten_limit = cpu_scalar_reason(b, call, /*aten_backed=*/true);
+        return aten_limit.empty();
+      });
   if (*implementation >= 0) {
     return {};
+  }
+  if (!aten_limit.empty()) {
+    return aten_limit;
   }
   if (!native_allowed) {
     return "this build has no ATen-backed infini::ops::" + b.op +
@@ -291,38 +354,50 @@ std::string GenericServer::choose(const Binding& b, const AtenCall& call,
 }
 
 void GenericServer::run(const Binding& b, int device, StreamHandle stream,
-                        const AtenCall& call, int implementation) {
+                        const AtenCall& given, int implementation) {
+  std::optional<AtenCall> storage;
+  const AtenCall& call = with_results(given, &storage);
   TORCH_CHECK(has_implementation_index(b.implementations,
                                        static_cast<int>(provider_.device_type()),
                                        implementation),
               "infini: InfiniOps has no implementation ", implementation,
               " of ", b.op, " in this build");
   std::vector<c10::IValue> args(call.args.begin(), call.args.end());
+  const bool aten_backed = implementation == kAtenBackedIndex;
   const c10::ScalarType out_dtype = output_dtype(b, call);
   c10::DataPtr owned[4];
   size_t next_owned = 0;
+  at::Tensor out;
   for (const auto& c : b.conversions) {
     c10::IValue& v = args[c.aten_index];
+    if (c.output && v.isTensor() && !out.defined()) {
+      out = v.toTensor();
+    }
     if (c.output || !v.isTensor() || !v.toTensor().defined() ||
         !v.toTensor().device().is_cpu()) {
       continue;
     }
-    // A CPU scalar: its cached device copy, as the output's dtype.
+    // A CPU scalar: its cached device copy (checked exact by choose).
+    const c10::ScalarType dtype =
+        scalar_dtype(v.toTensor(), out_dtype, aten_backed);
     c10::DataPtr spare;
     void* data = DeviceScalars::instance().get(provider_, device, stream,
-                                               v.toTensor(), out_dtype, &spare);
+                                               v.toTensor(), dtype, &spare);
     if (spare && next_owned < 4) {
       owned[next_owned++] = std::move(spare);
     }
-    v = at::from_blob(data, {}, at::TensorOptions().dtype(out_dtype).device(
+    v = at::from_blob(data, {}, at::TensorOptions().dtype(dtype).device(
                                     c10::Device(c10::DeviceType::PrivateUse1,
                                                 static_cast<c10::DeviceIndex>(device))));
   }
+  const NativeLimits* limits = aten_backed ? nullptr : native_limits(b.op);
+  const bool broadcast = limits != nullptr && limits->broadcast_inputs;
   last_aten_route() = implementation == kAtenBackedIndex
       ? AtenRoute::kAtenBacked
       : AtenRoute::kNative;
   const Launch launch{&provider_, device, stream, implementation, &args,
-                      &b.conversions};
+                      &b.conversions,
+                      broadcast ? out.sizes() : c10::IntArrayRef()};
   b.launch(launch);
 }
 

@@ -54,6 +54,8 @@ struct Launch {
   int implementation;
   const std::vector<c10::IValue>* args;
   const std::vector<ArgConversion>* conversions;
+  // Non-empty: inputs are passed broadcast to these sizes (NativeLimits).
+  c10::IntArrayRef broadcast_to;
 };
 
 using LaunchFn = void (*)(const Launch&);
@@ -67,6 +69,16 @@ struct Binding {
   LaunchFn launch;
 };
 
+// A native implementation's limits where they differ from ATen's semantics
+// (infini_native.cpp), by InfiniOps operator.
+struct NativeLimits {
+  // Empty when the native implementation runs `call` exactly as PyTorch.
+  std::string (*check)(const Binding& b, const AtenCall& call);
+  // Inputs are passed as same-rank stride-0 views of the output's shape.
+  bool broadcast_inputs;
+};
+const NativeLimits* native_limits(const std::string& op);
+
 // The generated table (build directory: infini_bindings_*.cpp).
 const std::vector<Binding>& generated_bindings();
 
@@ -74,8 +86,15 @@ namespace binding_detail {
 
 inline TensorArg arg_of_tensor(const at::Tensor& t) { return arg_of(t); }
 
-inline iops::Tensor tensor_of(const Launch& l, const at::Tensor& t) {
-  return view_of(arg_of(t), irt::Device(l.provider->device_type(), l.device));
+// An input is passed broadcast to `l.broadcast_to` where the native
+// implementation walks inputs with the output's rank.
+inline iops::Tensor tensor_of(const Launch& l, const at::Tensor& t,
+                              bool output) {
+  const irt::Device where(l.provider->device_type(), l.device);
+  if (!output && !l.broadcast_to.empty()) {
+    return view_of(expanded(arg_of(t), l.broadcast_to), where);
+  }
+  return view_of(arg_of(t), where);
 }
 
 inline iops::DataType data_type_of(c10::ScalarType t) {
@@ -89,25 +108,25 @@ struct Convert;
 
 template <>
 struct Convert<iops::Tensor> {
-  static iops::Tensor get(const Launch& l, const c10::IValue& v) {
-    return tensor_of(l, v.toTensor());
+  static iops::Tensor get(const Launch& l, const c10::IValue& v, bool output = false) {
+    return tensor_of(l, v.toTensor(), output);
   }
 };
 template <>
 struct Convert<std::optional<iops::Tensor>> {
-  static std::optional<iops::Tensor> get(const Launch& l, const c10::IValue& v) {
+  static std::optional<iops::Tensor> get(const Launch& l, const c10::IValue& v, bool output = false) {
     if (v.isNone() || !v.toTensor().defined()) {
       return std::nullopt;
     }
-    return tensor_of(l, v.toTensor());
+    return tensor_of(l, v.toTensor(), output);
   }
 };
 template <>
 struct Convert<std::vector<iops::Tensor>> {
-  static std::vector<iops::Tensor> get(const Launch& l, const c10::IValue& v) {
+  static std::vector<iops::Tensor> get(const Launch& l, const c10::IValue& v, bool output = false) {
     std::vector<iops::Tensor> out;
     for (const at::Tensor& t : v.toTensorList()) {
-      out.push_back(tensor_of(l, t));
+      out.push_back(tensor_of(l, t, output));
     }
     return out;
   }
@@ -115,93 +134,93 @@ struct Convert<std::vector<iops::Tensor>> {
 template <>
 struct Convert<std::vector<std::optional<iops::Tensor>>> {
   static std::vector<std::optional<iops::Tensor>> get(const Launch& l,
-                                                      const c10::IValue& v) {
+                                                      const c10::IValue& v, bool output = false) {
     std::vector<std::optional<iops::Tensor>> out;
     for (const c10::IValue& e : v.toListRef()) {
-      out.push_back(Convert<std::optional<iops::Tensor>>::get(l, e));
+      out.push_back(Convert<std::optional<iops::Tensor>>::get(l, e, output));
     }
     return out;
   }
 };
 template <>
 struct Convert<double> {
-  static double get(const Launch&, const c10::IValue& v) {
+  static double get(const Launch&, const c10::IValue& v, bool = false) {
     return v.isScalar() ? v.toScalar().toDouble() : v.toDouble();
   }
 };
 template <>
 struct Convert<std::optional<double>> {
-  static std::optional<double> get(const Launch& l, const c10::IValue& v) {
+  static std::optional<double> get(const Launch& l, const c10::IValue& v, bool output = false) {
     if (v.isNone()) return std::nullopt;
-    return Convert<double>::get(l, v);
+    return Convert<double>::get(l, v, output);
   }
 };
 template <>
 struct Convert<int64_t> {
-  static int64_t get(const Launch&, const c10::IValue& v) { return v.toInt(); }
+  static int64_t get(const Launch&, const c10::IValue& v, bool = false) { return v.toInt(); }
 };
 template <>
 struct Convert<std::optional<int64_t>> {
-  static std::optional<int64_t> get(const Launch&, const c10::IValue& v) {
+  static std::optional<int64_t> get(const Launch&, const c10::IValue& v, bool = false) {
     if (v.isNone()) return std::nullopt;
     return v.toInt();
   }
 };
 template <>
 struct Convert<bool> {
-  static bool get(const Launch&, const c10::IValue& v) { return v.toBool(); }
+  static bool get(const Launch&, const c10::IValue& v, bool = false) { return v.toBool(); }
 };
 template <>
 struct Convert<std::optional<bool>> {
-  static std::optional<bool> get(const Launch&, const c10::IValue& v) {
+  static std::optional<bool> get(const Launch&, const c10::IValue& v, bool = false) {
     if (v.isNone()) return std::nullopt;
     return v.toBool();
   }
 };
 template <>
 struct Convert<std::vector<int64_t>> {
-  static std::vector<int64_t> get(const Launch&, const c10::IValue& v) {
+  static std::vector<int64_t> get(const Launch&, const c10::IValue& v, bool = false) {
     return v.isInt() ? std::vector<int64_t>{v.toInt()} : v.toIntVector();
   }
 };
 template <>
 struct Convert<std::optional<std::vector<int64_t>>> {
   static std::optional<std::vector<int64_t>> get(const Launch& l,
-                                                 const c10::IValue& v) {
+                                                 const c10::IValue& v, bool output = false) {
     if (v.isNone()) return std::nullopt;
-    return Convert<std::vector<int64_t>>::get(l, v);
+    return Convert<std::vector<int64_t>>::get(l, v, output);
   }
 };
 template <>
 struct Convert<std::optional<std::vector<double>>> {
   static std::optional<std::vector<double>> get(const Launch&,
-                                                const c10::IValue& v) {
+                                                const c10::IValue& v, bool = false) {
     if (v.isNone()) return std::nullopt;
     return v.toDoubleVector();
   }
 };
 template <>
 struct Convert<iops::DataType> {
-  static iops::DataType get(const Launch&, const c10::IValue& v) {
+  static iops::DataType get(const Launch&, const c10::IValue& v, bool = false) {
     return data_type_of(v.toScalarType());
   }
 };
 template <>
 struct Convert<std::optional<iops::DataType>> {
-  static std::optional<iops::DataType> get(const Launch&, const c10::IValue& v) {
+  static std::optional<iops::DataType> get(const Launch&, const c10::IValue& v, bool = false) {
     if (v.isNone()) return std::nullopt;
     return data_type_of(v.toScalarType());
   }
 };
 template <>
 struct Convert<std::string> {
-  static std::string get(const Launch&, const c10::IValue& v) {
+  static std::string get(const Launch&, const c10::IValue& v, bool = false) {
     return v.toStringRef();
   }
 };
 template <>
 struct Convert<std::optional<std::string>> {
-  static std::optional<std::string> get(const Launch&, const c10::IValue& v) {
+  static std::optional<std::string> get(const Launch&, const c10::IValue& v, bool = false) {
     if (v.isNone()) return std::nullopt;
     return v.toStringRef();
   }
@@ -233,7 +252,7 @@ void launch_impl(const Launch& l, std::index_sequence<I...>) {
   const auto& conv = *l.conversions;
   const auto& args = *l.args;
   std::tuple<Ts...> values{
-      Convert<Ts>::get(l, args[conv[I].aten_index])...};
+      Convert<Ts>::get(l, args[conv[I].aten_index], conv[I].output)...};
   OperatorKey key;
   key.words.push_back(l.device);
   key.words.push_back(l.implementation);

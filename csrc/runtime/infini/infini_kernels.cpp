@@ -318,7 +318,7 @@ class InfiniKernels final : public OpKernels {
                      : fused_op_name(f.op))});
       }
     }
-    for (auto make : {&gemm_servers, &pointwise_servers, &cat_servers}) {
+    for (auto make : {&gemm_servers, &cat_servers}) {
       for (auto& server : make(provider, support_)) {
         servers_.push_back(std::move(server));
       }
