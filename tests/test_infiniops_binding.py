@@ -216,7 +216,9 @@ def test_generated_table_names_the_make_signature_and_implementations(stub_insta
             "std::optional<DataType>, Tensor>(\n      \"aten::sum.IntList_out\"") in text
     assert '"aten::add.out", "Add", {{ArgKind::kTensor, 0, false}, {ArgKind::kTensor, 1, false}, ' \
            '{ArgKind::kScalar, 2, false}, {ArgKind::kTensor, 3, true}}, {}, {{0, 0}, {0, 1}}' in text
-    assert "add_generated_bindings_2" in ib.render_index(3)
+    index = ib.render_index(3, impls)
+    assert "add_generated_bindings_2" in index
+    assert '{"Gemm", {{0, 0}, {0, 2}, {1, 0}}},' in index
 
 
 def test_torch_allowlist_is_what_binds(report):

@@ -420,10 +420,14 @@ def render_cpp(report: BindingReport, implementations: Mapping[str, Mapping[int,
     return "\n".join(lines)
 
 
-def render_index(chunks: int) -> str:
-    """C++ source gathering the ``chunks`` parts of the table."""
+def render_index(chunks: int, implementations: Mapping[str, Mapping[int, list[int]]] | None = None) -> str:
+    """C++ source gathering the ``chunks`` parts of the table, and every
+    operator's implementations (hand-written entries choose among them)."""
     decls = "\n".join(f"void add_generated_bindings_{i}(std::vector<Binding>& table);" for i in range(chunks))
     calls = "\n".join(f"    add_generated_bindings_{i}(table);" for i in range(chunks))
+    impls = "\n".join(
+        f'      {{"{op}", {{{", ".join(f"{{{d}, {i}}}" for d, ix in sorted(devs.items()) for i in ix)}}}}},'
+        for op, devs in sorted((implementations or {}).items()))
     return (
         "// Generated at build time by tools/infiniops_binding.py. Not committed.\n"
         '#include "runtime/infini/infini_binding.h"\n\n'
@@ -436,6 +440,14 @@ def render_index(chunks: int) -> str:
         "    return table;\n"
         "  }();\n"
         "  return table;\n"
+        "}\n\n"
+        "const std::vector<Implementation>& operator_implementations(const std::string& op) {\n"
+        "  static const std::unordered_map<std::string, std::vector<Implementation>> table = {\n"
+        f"{impls}\n"
+        "  };\n"
+        "  static const std::vector<Implementation> none;\n"
+        "  const auto it = table.find(op);\n"
+        "  return it == table.end() ? none : it->second;\n"
         "}\n\n"
         "}  // namespace torch_infini::runtime::infini\n")
 

@@ -82,6 +82,11 @@ const NativeLimits* native_limits(const std::string& op);
 // The generated table (build directory: infini_bindings_*.cpp).
 const std::vector<Binding>& generated_bindings();
 
+// Every implementation libinfiniops has of InfiniOps operator `op`
+// ("Gemm"), bound or not (generated with the table).
+const std::vector<Implementation>& operator_implementations(
+    const std::string& op);
+
 namespace binding_detail {
 
 inline TensorArg arg_of_tensor(const at::Tensor& t) { return arg_of(t); }
