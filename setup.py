@@ -39,6 +39,7 @@ from build_config import (  # noqa: E402
 from infiniops_binding import (  # noqa: E402
     aten_schemas_from_torch,
     bind,
+    drop_abstract_aten_backed,
     implementations_from_symbols,
     parse_signatures,
     render_cpp,
@@ -67,8 +68,14 @@ def generate_bindings(stack) -> tuple[list[str], int]:
                   if (Path(d) / "infini" / "operator_call_instantiations.h").is_file())
     library = next(Path(d) / "libinfiniops.so" for d in stack.ops_library_dirs
                    if (Path(d) / "libinfiniops.so").is_file())
-    report = bind(parse_signatures(header.read_text(errors="replace")), aten_schemas_from_torch())
-    implementations = implementations_from_symbols(library.read_bytes())
+    signatures = parse_signatures(header.read_text(errors="replace"))
+    report = bind(signatures, aten_schemas_from_torch())
+    data = library.read_bytes()
+    implementations = implementations_from_symbols(data)
+    abstract = drop_abstract_aten_backed(data, implementations, signatures)
+    if abstract:
+        print("torch_infini: InfiniOps' ATen-backed " + ", ".join(abstract) + " cannot be made "
+              "(abstract: an overload is not implemented); not used", flush=True)
     out = ROOT / GENERATED
     out.mkdir(parents=True, exist_ok=True)
     texts = {f"infini_bindings_{i}.cpp": render_cpp(report, implementations, i, BINDING_CHUNKS)

@@ -284,6 +284,39 @@ def implementations_from_symbols(data: bytes) -> dict[str, dict[int, list[int]]]
     return {op: {d: sorted(ix) for d, ix in sorted(devs.items())} for op, devs in sorted(found.items())}
 
 
+_CALL_SYMBOL = re.compile(
+    rb"_ZNK6infini3ops8OperatorINS0_(\d+)([A-Za-z_][A-Za-z0-9_]*?)ELNS_2rt6Device4TypeE(\d+)ELm(\d+)EEcl[A-Za-z0-9_]*")
+
+
+def drop_abstract_aten_backed(data: bytes, implementations: dict[str, dict[int, list[int]]],
+                              signatures: Mapping[str, list[tuple[Param, ...]]]) -> list[str]:
+    """Removes ATen-backed implementations (index 8) that cannot be made.
+
+    InfiniOps' generated ATen-backed class overrides each public overload it
+    could map to an ATen schema; where it skipped one (at 1f6f9c2: the
+    deprecated in-place overloads of ``Sub`` and ``Div``) the class stays
+    abstract, and ``Make`` for it dereferences a null operator (a crash,
+    not an error). Such a class has fewer ``operator()`` symbols in the
+    library than the operator has public signatures. Returns the operators
+    whose index 8 was dropped."""
+    calls: dict[tuple[str, int, int], set[bytes]] = {}
+    for match in _CALL_SYMBOL.finditer(data):
+        length, name = int(match.group(1)), match.group(2).decode()
+        if len(name) != length:
+            continue
+        key = (name, int(match.group(3)), int(match.group(4)))
+        calls.setdefault(key, set()).add(match.group(0))
+    dropped = []
+    for op, devices in implementations.items():
+        wanted = len(signatures.get(op, ()))
+        for device, indices in devices.items():
+            if ATEN_BACKED_INDEX in indices and len(calls.get((op, device, ATEN_BACKED_INDEX), ())) < wanted:
+                indices.remove(ATEN_BACKED_INDEX)
+                if op not in dropped:
+                    dropped.append(op)
+    return sorted(dropped)
+
+
 @dataclass
 class BindingReport:
     """What binding found: the bindings, and why the rest of the operators have none."""
@@ -302,15 +335,20 @@ def bind(signatures: Mapping[str, list[tuple[Param, ...]]],
             by_public.setdefault(pascal(public_name(schema.name)), []).append(schema)
     report = BindingReport()
     for op in sorted(signatures):
-        offered = {tuple((p.cpp_type, p.name) for p in sig) for sig in signatures[op]}
+        # Arguments are matched by name and type: a few operators order them
+        # otherwise than ATen (IndexSelect(input, index, dim, out)).
+        offered = {tuple(sorted((p.cpp_type, p.name) for p in sig)): sig for sig in signatures[op]}
         bound = False
         for schema in sorted(by_public.get(op, []), key=lambda s: s.qualified):
             expected = expected_signature(schema)
             if isinstance(expected, str):
                 continue
             params, hidden = expected
-            if tuple((p.cpp_type, p.name) for p in params) in offered:
-                report.bindings.append(Binding(schema.qualified, op, params, hidden))
+            signature = offered.get(tuple(sorted((p.cpp_type, p.name) for p in params)))
+            if signature is not None:
+                by_name = {p.name: p for p in params}
+                ordered = tuple(by_name[p.name] for p in signature)
+                report.bindings.append(Binding(schema.qualified, op, ordered, hidden))
                 bound = True
         if not bound:
             report.unbound_operators[op] = (
