@@ -75,7 +75,9 @@ struct Device { enum class Type { kCpu, kNvidia, kCambricon, kAscend, kMetax, kM
 namespace infini::ops {
 struct Abs; struct Sum; struct Add; struct Gemm; struct Clamp;
 template <typename Key, rt::Device::Type device_type, unsigned long index>
-struct Operator { Operator(); virtual ~Operator(); };
+struct Operator { Operator(); virtual ~Operator(); void operator()(int) const; };
+template <typename Key, rt::Device::Type device_type, unsigned long index>
+void Operator<Key, device_type, index>::operator()(int) const {}
 template <typename Key, rt::Device::Type device_type, unsigned long index>
 Operator<Key, device_type, index>::Operator() {}
 template <typename Key, rt::Device::Type device_type, unsigned long index>
@@ -83,7 +85,9 @@ Operator<Key, device_type, index>::~Operator() {}
 using T = rt::Device::Type;
 template struct Operator<Abs, T::kCpu, 8>;
 template struct Operator<Abs, T::kCount, 0>;
-template struct Operator<Sum, T::kCpu, 8>;
+// Sum's ATen-backed class "lacks" its operator() (abstract): a specialization without it.
+template <> struct Operator<Sum, T::kCpu, 8> { Operator(); };
+Operator<Sum, T::kCpu, 8>::Operator() {}
 template struct Operator<Add, T::kCpu, 0>;
 template struct Operator<Add, T::kCpu, 1>;
 template struct Operator<Gemm, T::kCpu, 0>;
@@ -207,6 +211,17 @@ def test_implementations_are_read_from_the_library(stub_install):
     impls = ib.implementations_from_symbols((stub_install / "lib" / "libinfiniops.so").read_bytes())
     assert impls == {"Abs": {0: [8]}, "Add": {0: [0, 1]}, "Clamp": {1: [0, 8]},
                      "Gemm": {0: [0, 2], 1: [0]}, "Sum": {0: [8]}}
+
+
+def test_abstract_aten_backed_classes_are_not_used(stub_install, report):
+    """An ATen-backed class with fewer operator() than the operator has
+    public signatures is abstract: its Make would crash, so index 8 goes."""
+    data = (stub_install / "lib" / "libinfiniops.so").read_bytes()
+    impls = ib.implementations_from_symbols(data)
+    header = (stub_install / "include" / "infini" / "operator_call_instantiations.h").read_text()
+    dropped = ib.drop_abstract_aten_backed(data, impls, ib.parse_signatures(header))
+    assert dropped == ["Sum"]
+    assert impls["Sum"] == {0: []} and impls["Abs"] == {0: [8]}
 
 
 def test_generated_table_names_the_make_signature_and_implementations(stub_install, report):
