@@ -252,7 +252,7 @@ class GemmServer {
       return;
     }
 #ifdef TORCH_INFINI_GEMM_BIAS_BY_LINEAR
-    if (const auto row = linear_bias(gemm)) {
+    if (const auto row = linear_bias(gemm); row && !product_then_add(gemm)) {
       launch_linear(device, stream, gemm, *row);
       return;
     }
@@ -342,7 +342,7 @@ class GemmServer {
                                const TensorArg& out) const {
 #ifdef TORCH_INFINI_OPS_GEMM_HAS_OPTIONAL_C
 #ifdef TORCH_INFINI_GEMM_BIAS_BY_LINEAR
-    if (linear_bias(gemm)) {
+    if (linear_bias(gemm) && !product_then_add(gemm)) {
       return {};
     }
 #endif
@@ -440,7 +440,15 @@ class GemmServer {
   const size_t index_ = has_implementation_index(
       operator_implementations("Gemm"),
       static_cast<int>(provider_.device_type()), 2) ? 2 : 0;
-  const bool accumulates_ = index_ == 2;
+  // InfiniOps' Gemm has no C input at this API (beta is always 0), so the
+  // ATen-backed one cannot accumulate a bias either.
+  const bool accumulates_ = false;
+
+  // A float32 bias is added after the ATen-backed product (Add) rather than
+  // fused by the native Linear: one more rounding, but BLAS speed.
+  bool product_then_add(const GemmCall& gemm) const {
+    return index_ == 2 && gemm.out.dtype == c10::ScalarType::Float;
+  }
 };
 
 #endif  // TORCH_INFINI_OPS_GEMM_DEVICE_MASK
