@@ -181,8 +181,7 @@ def test_relu_and_silu(dtype):
             native(lambda x: fn_(x.clone()), x)
         else:
             with pytest.raises(NotImplementedError,
-                               match=rf"InfiniOps has no kernel for aten::{kernel.lower()}.*"
-                                     rf"no infini::ops::{kernel} implementation.*" + HINT):
+                               match=rf"InfiniOps has no kernel for aten::{kernel.lower()}.*" + HINT):
                 fn(x.to(DEV))
 
 
@@ -225,7 +224,8 @@ def test_bound_operators_say_how_they_run():
     implementations this build has for the device."""
     rows = {r["op"]: r["kernel"] for r in torch_infini.operator_table()}
     assert "native 0" in rows["aten::mul.out"] and "infini::ops::Mul" in rows["aten::mul.out"]
-    assert "infini::ops::Relu" in rows["aten::relu_"]
+    if served("Relu"):
+        assert "infini::ops::Relu" in rows["aten::relu_"]
 
 
 def test_operator_table_names_the_kernels():
