@@ -124,6 +124,70 @@ def test_undefined_symbol_parsing_covers_ld_and_lld():
     assert not build_config._infini_symbol("cudaMalloc")
 
 
+# --- an ATen-backed InfiniOps (WITH_TORCH=ON) and the running PyTorch ----------------
+
+# A "PyTorch" of one version defines c10::version_a(std::string); the other
+# has renamed it. The ATen-backed InfiniOps was compiled against the first.
+TORCH_A = """#include <string>
+namespace c10 { int version_a(const std::string& s) { return (int)s.size(); } }
+"""
+TORCH_B = """#include <string>
+namespace c10 { int version_b(const std::string& s) { return (int)s.size(); } }
+"""
+OPS_WITH_TORCH = """#include <string>
+namespace c10 { int version_a(const std::string& s); }
+namespace infini::ops { int aten_backed() { return c10::version_a("x"); } }
+"""
+
+
+@pytest.fixture(scope="module")
+def torch_installs(tmp_path_factory) -> dict[str, Path]:
+    if CXX is None:
+        pytest.skip("needs a C++ compiler to make the fake libraries")
+    root = tmp_path_factory.mktemp("torch_match")
+    _shared_library(root / "torch-a", "c10", TORCH_A)
+    _shared_library(root / "torch-b", "c10", TORCH_B)
+    _shared_library(root / "ops", "infiniops", OPS_WITH_TORCH, f"-L{root / 'torch-a'}", "-lc10")
+    _shared_library(root / "ops-plain", "infiniops", "namespace infini::ops { int f() { return 1; } }")
+    return {"a": root / "torch-a", "b": root / "torch-b", "ops": root / "ops", "plain": root / "ops-plain"}
+
+
+def _ops_stack(directory: Path) -> InfiniStack:
+    return InfiniStack(rt_include_dirs=[], rt_library_dirs=[], ops_include_dirs=[],
+                       ops_library_dirs=[str(directory)])
+
+
+def test_infiniops_without_torch_needs_no_match(torch_installs):
+    assert build_config.check_ops_match_torch(_ops_stack(torch_installs["plain"]), "2.13.0", True,
+                                              torch_installs["b"]) is False
+
+
+def test_aten_backed_infiniops_of_this_torch_passes(torch_installs):
+    match = build_config.ops_torch_match(torch_installs["ops"] / "libinfiniops.so", torch_installs["a"])
+    assert match.needs_torch and match.missing == []
+    abi = match.ops_cxx11_abi
+    assert abi is not None
+    assert build_config.check_ops_match_torch(_ops_stack(torch_installs["ops"]), "2.13.0", abi,
+                                              torch_installs["a"]) is True
+
+
+def test_aten_backed_infiniops_of_another_torch_names_both(torch_installs):
+    with pytest.raises(BuildConfigError) as caught:
+        build_config.check_ops_match_torch(_ops_stack(torch_installs["ops"]), "2.12.1", True,
+                                           torch_installs["b"])
+    message = str(caught.value)
+    assert "another PyTorch than the running PyTorch 2.12.1" in message
+    assert str(torch_installs["b"]) in message and "version_a" in message
+    assert "Rebuild InfiniOps in this Python environment" in message
+
+
+def test_aten_backed_infiniops_of_another_abi_is_refused(torch_installs):
+    abi = build_config.ops_torch_match(torch_installs["ops"] / "libinfiniops.so", torch_installs["a"]).ops_cxx11_abi
+    with pytest.raises(BuildConfigError, match="compiled with the (pre-)?C\\+\\+11 ABI"):
+        build_config.check_ops_match_torch(_ops_stack(torch_installs["ops"]), "2.13.0", not abi,
+                                           torch_installs["a"])
+
+
 # --- compile flags ----------------------------------------------------------------
 
 

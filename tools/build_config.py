@@ -325,7 +325,8 @@ def _infini_symbol(name: str) -> bool:
     return name.startswith(("infini::", "_ZN6infini", "_ZNK6infini")) or "infini::rt" in name
 
 
-def link_ops_against_rt(stack: InfiniStack, compiler: str, workdir: Path) -> LinkTest:
+def link_ops_against_rt(stack: InfiniStack, compiler: str, workdir: Path,
+                        dependency_dirs: tuple[str, ...] = ()) -> LinkTest:
     """Link an empty program against libinfiniops and libinfinirt (in that
     order, every library kept: --no-as-needed). The linker then checks that
     every symbol libinfiniops needs is defined, as the loader would at import."""
@@ -336,6 +337,8 @@ def link_ops_against_rt(stack: InfiniStack, compiler: str, workdir: Path) -> Lin
     command = [compiler, str(source), "-o", str(workdir / "infini_link_test"), "-Wl,--no-as-needed"]
     for directory in stack.ops_library_dirs + stack.rt_library_dirs:
         command += [f"-L{directory}", f"-Wl,-rpath-link,{directory}"]
+    # Where libinfiniops' other dependencies are (PyTorch's, for WITH_TORCH=ON).
+    command += [f"-Wl,-rpath-link,{directory}" for directory in dependency_dirs]
     command += ["-linfiniops", "-linfinirt"]
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
@@ -350,7 +353,7 @@ def link_ops_against_rt(stack: InfiniStack, compiler: str, workdir: Path) -> Lin
     return LinkTest(ok=proc.returncode == 0, missing_rt_symbols=missing, output=output)
 
 
-def check_ops_match_rt(stack: InfiniStack, compiler: str = "c++") -> None:
+def check_ops_match_rt(stack: InfiniStack, compiler: str = "c++", dependency_dirs: tuple[str, ...] = ()) -> None:
     """Raises BuildConfigError when libinfiniops needs InfiniRT symbols that
     the libinfinirt being built against lacks: InfiniOps was built against
     another InfiniRT (each InfiniRT commit may change its ABI), and importing
@@ -360,7 +363,7 @@ def check_ops_match_rt(stack: InfiniStack, compiler: str = "c++") -> None:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="torch_infini_link_test_") as tmp:
-        result = link_ops_against_rt(stack, compiler, Path(tmp))
+        result = link_ops_against_rt(stack, compiler, Path(tmp), dependency_dirs)
     if result.missing_rt_symbols:
         shown = ", ".join(result.missing_rt_symbols[:3])
         more = len(result.missing_rt_symbols) - 3
@@ -373,3 +376,75 @@ def check_ops_match_rt(stack: InfiniStack, compiler: str = "c++") -> None:
     if not result.ok:
         print("torch_infini: warning: the InfiniOps/InfiniRT link test failed for another reason "
               f"(not a version mismatch); continuing:\n{result.output.strip()[:2000]}", flush=True)
+
+
+#: The shared libraries of PyTorch an ATen-backed InfiniOps (WITH_TORCH=ON) links.
+_TORCH_LIBRARIES = ("libtorch_cpu.so", "libtorch.so", "libc10.so", "libtorch_python.so")
+
+
+def _dynamic_symbols(library: Path, *flags: str) -> set[str]:
+    import subprocess
+
+    proc = subprocess.run(["nm", "-D", *flags, str(library)], capture_output=True, text=True, timeout=300)
+    return {line.split()[-1] for line in proc.stdout.splitlines() if line.split()}
+
+
+def needed_libraries(library: Path) -> list[str]:
+    """The DT_NEEDED entries of a shared library (``readelf -d``)."""
+    import subprocess
+
+    proc = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True, timeout=60)
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", proc.stdout)
+
+
+@dataclass
+class TorchMatch:
+    """Whether an ATen-backed libinfiniops can run in the running PyTorch."""
+
+    needs_torch: bool
+    # PyTorch symbols libinfiniops needs that the running PyTorch lacks.
+    missing: list[str] = field(default_factory=list)
+    # The C++ ABI those symbols were compiled with, where they tell it.
+    ops_cxx11_abi: bool | None = None
+
+
+def ops_torch_match(ops_library: Path, torch_lib_dir: Path) -> TorchMatch:
+    """Reads which PyTorch symbols an InfiniOps library needs and whether the
+    PyTorch in ``torch_lib_dir`` defines them all (a libtorch of another
+    major.minor or C++ ABI does not)."""
+    if not any(n.startswith(("libtorch", "libc10")) for n in needed_libraries(ops_library)):
+        return TorchMatch(needs_torch=False)
+    wanted = {s for s in _dynamic_symbols(ops_library, "--undefined-only")
+              if s.startswith(("_ZN3c10", "_ZNK3c10", "_ZN2at", "_ZNK2at", "_ZN5torch", "_ZNK5torch"))}
+    defined: set[str] = set()
+    for name in _TORCH_LIBRARIES:
+        if (torch_lib_dir / name).is_file():
+            defined |= _dynamic_symbols(torch_lib_dir / name, "--defined-only")
+    missing = sorted(wanted - defined)
+    strings = [s for s in wanted if "basic_string" in s or "__cxx11" in s]
+    abi = None if not strings else any("__cxx11" in s for s in strings)
+    return TorchMatch(needs_torch=True, missing=missing, ops_cxx11_abi=abi)
+
+
+def check_ops_match_torch(stack: InfiniStack, torch_version: str, cxx11_abi: bool, torch_lib_dir: Path) -> bool:
+    """Raises BuildConfigError when libinfiniops was built WITH_TORCH=ON
+    against another PyTorch than the running one (another major.minor or C++
+    ABI: symbols it needs are missing), naming both. Returns whether it
+    needs PyTorch at all."""
+    library = next((Path(d) / "libinfiniops.so" for d in stack.ops_library_dirs
+                    if (Path(d) / "libinfiniops.so").is_file()), None)
+    if library is None:
+        return False
+    match = ops_torch_match(library, torch_lib_dir)
+    if not match.needs_torch:
+        return False
+    abi_of = {True: "the C++11 ABI", False: "the pre-C++11 ABI", None: "an unknown C++ ABI"}
+    if match.missing or (match.ops_cxx11_abi is not None and match.ops_cxx11_abi != cxx11_abi):
+        shown = ", ".join(match.missing[:3])
+        raise BuildConfigError(
+            f"{library} was built WITH_TORCH=ON against another PyTorch than the running "
+            f"PyTorch {torch_version} ({abi_of[cxx11_abi]}, {torch_lib_dir}): it was compiled with "
+            f"{abi_of[match.ops_cxx11_abi]} and needs {len(match.missing)} symbols this PyTorch does not "
+            f"define{': ' + shown if shown else ''}. Rebuild InfiniOps in this Python environment (see README, "
+            "'Building against the Infini stack'), or run the PyTorch it was built with")
+    return True

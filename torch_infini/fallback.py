@@ -38,7 +38,10 @@ overload are usually what you want. A non-empty allow-list limits the
 fallback to the operators it names; the deny-list wins over it.
 
 The coverage record counts every operator called on infini tensors: how it
-ran (``native``: an infini kernel; ``composite``: ATen's device-generic
+ran (``native``: an infini kernel; ``aten-backed``: on the Infini stack, an
+InfiniOps operator's ATen-backed implementation (InfiniOps built
+``WITH_TORCH=ON``), where the device has no native kernel for the call;
+``composite``: ATen's device-generic
 decomposition, whose parts are counted too; ``fallback``: on the CPU;
 ``unsupported``: raised), how often, and the host time it took (inclusive of
 nested operators; for native kernels, the time to queue the work).
@@ -144,7 +147,8 @@ def deny_list() -> list[str]:
 def coverage() -> list[dict[str, Any]]:
     """The coverage record: one dict per operator and way it ran, with keys
     ``op`` (``"aten::cumsum.out"``), ``kind`` (``"fallback"``,
-    ``"unsupported"``, ``"native"`` or ``"composite"``), ``calls`` and
+    ``"unsupported"``, ``"native"``, ``"aten-backed"`` (an InfiniOps kernel's
+    ATen-backed implementation) or ``"composite"``), ``calls`` and
     ``time_ms`` (host time). Fallbacks come first, the costliest first."""
     return [dict(row) for row in _C._coverage()]
 

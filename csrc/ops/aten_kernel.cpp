@@ -44,7 +44,9 @@
 #include "ops/backend_policy.h"
 #include "ops/common.h"
 #include "ops/fallback.h"
+#include "ops/op_coverage.h"
 #include "runtime/aten_ops.h"
+#include "runtime/aten_route.h"
 #include "runtime/ivalue_tensors.h"
 
 namespace torch_infini::ops {
@@ -113,6 +115,11 @@ Plan make_plan(const c10::OperatorHandle& op) {
   if (plan.written.empty()) {
     plan.out_twin = find_out_twin(schema);
   }
+  auto& kernels = runtime::kernels();
+  plan.mapped = !kernels.runs_cpu_kernels() &&
+      (kernels.maps(plan.name) ||
+       (plan.out_twin &&
+        kernels.maps(c10::toString(plan.out_twin->operator_name()))));
   plan.returns_only_written = !plan.written.empty();
   for (size_t i = 0; i < schema.returns().size(); ++i) {
     plan.returns_only_written =
@@ -386,8 +393,12 @@ void queue_call(const Plan& plan, const c10::OperatorHandle& op,
       }
       check_supported(plan.name.c_str(), unsupported);
     }
+    runtime::last_aten_route() = runtime::AtenRoute::kNative;
     kernels.aten(device.index(), current_native_stream(device.index()),
                  std::move(call));
+    if (runtime::last_aten_route() == runtime::AtenRoute::kAtenBacked) {
+      coverage::served_as(op.operator_name(), coverage::Kind::kAtenBacked);
+    }
   }
   torch::jit::drop(*stack, nargs);
   for (auto& value : returns) {
@@ -496,17 +507,17 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
     return;
   }
 
-  if (plan.family == nullptr || !plan.sync_reason.empty()) {
+  if ((plan.family == nullptr && !plan.mapped) || !plan.sync_reason.empty()) {
     // Not an operator the provider maps onto its library: as if it had no
     // kernel (the opt-in CPU fallback, where it can run it, or a refusal).
     cpu_fallback_or_refuse(op, stack);
     return;
   }
-  if (!operands_agree(plan, args)) {
+  if (plan.family != nullptr && !operands_agree(plan, args)) {
     raise_cpu_error(op, args, std::make_exception_ptr(std::runtime_error(
         plan.name + ": expected all operands to have the same dtype")));
   }
-  if (!dtype_served(plan, args)) {
+  if (plan.family != nullptr && !dtype_served(plan, args)) {
     // The library the provider maps the family onto has no kernel for it.
     if (try_cpu_fallback(op, stack)) {
       return;

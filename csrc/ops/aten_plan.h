@@ -23,6 +23,9 @@ struct Plan {
   std::string name;  // "aten::mul.out"
   // The op family the Infini provider maps onto InfiniOps, if any.
   const runtime::AtenOpFamily* family = nullptr;
+  // The provider maps it (or its out= twin) onto its library
+  // (OpKernels::maps): planned and queued like a family's overload.
+  bool mapped = false;
   std::vector<size_t> written;  // arguments it writes (self_, out=)
   // Tensor?[] arguments: the indices of index, index_put and their kin,
   // which may be CPU tensors (moved to the device, as CUDA moves them).

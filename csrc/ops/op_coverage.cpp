@@ -15,7 +15,7 @@
 namespace torch_infini::ops::coverage {
 namespace {
 
-constexpr size_t kKinds = 4;
+constexpr size_t kKinds = 5;
 
 struct Counter {
   uint64_t calls = 0;
@@ -196,6 +196,7 @@ const char* kind_name(Kind kind) {
     case Kind::kComposite: return "composite";
     case Kind::kFallback: return "fallback";
     case Kind::kUnsupported: return "unsupported";
+    case Kind::kAtenBacked: return "aten-backed";
   }
   return "unknown";
 }
@@ -236,9 +237,10 @@ std::vector<Entry> snapshot() {
       case Kind::kFallback: return 0;
       case Kind::kUnsupported: return 1;
       case Kind::kNative: return 2;
-      case Kind::kComposite: return 3;
+      case Kind::kAtenBacked: return 3;
+      case Kind::kComposite: return 4;
     }
-    return 4;
+    return 5;
   };
   std::sort(entries.begin(), entries.end(), [&](const Entry& a, const Entry& b) {
     if (order(a.kind) != order(b.kind)) {

@@ -23,6 +23,7 @@ enum class Kind {
   kComposite,    // ATen's device-generic decomposition (its parts are counted)
   kFallback,     // ran on the CPU through the opt-in fallback
   kUnsupported,  // raised NotImplementedError
+  kAtenBacked,   // an InfiniOps kernel's ATen-backed implementation
 };
 
 const char* kind_name(Kind kind);

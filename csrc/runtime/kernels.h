@@ -169,6 +169,11 @@ class OpKernels {
   // CPU kernels serves the families of runtime/aten_ops.h it maps onto its
   // library, and refuses the rest with a reason.
   virtual std::string aten_unsupported(const AtenCall& call) const = 0;
+  // Whether the provider maps `overload` ("aten::abs.out") onto its library
+  // beyond the families of runtime/aten_ops.h (the Infini provider's
+  // generic InfiniOps binding): calls of it are planned and queued as the
+  // families' are, and refused per call by aten_unsupported.
+  virtual bool maps(const std::string& overload) const { return false; }
   virtual void aten(int device, StreamHandle stream, AtenCall call) = 0;
 
   // Whether the provider runs ATen's CPU kernels over device memory (the

@@ -32,6 +32,13 @@ def served(kernel: str) -> bool:
     return f"infini::ops::{kernel}" in kernels()
 
 
+def aten_backed(kernel: str) -> bool:
+    """Whether this build has InfiniOps' ATen-backed ``kernel`` (built
+    WITH_TORCH=ON), which serves the calls its native one refuses."""
+    return any(f"infini::ops::{kernel} (" in row["kernel"] and "ATen-backed" in row["kernel"]
+               for row in torch_infini.operator_table())
+
+
 def cat_takes_strides() -> bool:
     row = next(r for r in torch_infini.operator_table() if r["op"] == "aten::cat")
     return row["strided"]
@@ -137,11 +144,19 @@ def test_mul_serves_one_dtype_broadcast_strided_in_place(dtype):
 
 
 def test_mul_refusals_name_the_kernel():
-    x = torch.ones(3, device=DEV)
+    """What the native Mul cannot run: refused, or, where the build has the
+    ATen-backed Mul, run there exactly as CPU does."""
+    x = rand(3)
+    mixed = lambda x: x * x.half()  # noqa: E731
+    scalar = lambda x: x.half() * 0.1  # noqa: E731  PyTorch multiplies by float32's 0.1, not float16's
+    if aten_backed("Mul"):
+        native(mixed, x)
+        native(scalar, x)
+        return
     with pytest.raises(NotImplementedError, match=r"infini::ops::Mul needs one dtype.*" + HINT):
-        x * torch.ones(3, dtype=torch.float16, device=DEV)
+        mixed(x.to(DEV))
     with pytest.raises(NotImplementedError, match=r"infini::ops::Mul.*CPU scalar.*not exactly.*" + HINT):
-        x.half() * 0.1  # PyTorch multiplies by float32's 0.1, not float16's
+        scalar(x.to(DEV))
 
 
 def test_mul_serves_cpu_scalars_exact_in_the_dtype():
@@ -166,8 +181,7 @@ def test_relu_and_silu(dtype):
             native(lambda x: fn_(x.clone()), x)
         else:
             with pytest.raises(NotImplementedError,
-                               match=rf"InfiniOps has no kernel for aten::{kernel.lower()}.*"
-                                     rf"no infini::ops::{kernel} implementation.*" + HINT):
+                               match=rf"InfiniOps has no kernel for aten::{kernel.lower()}.*" + HINT):
                 fn(x.to(DEV))
 
 
@@ -194,9 +208,24 @@ def test_cat_refusals_name_the_kernel():
 # ---------------------------------------------------- no InfiniOps kernel
 
 def test_ops_without_an_infini_ops_kernel_name_it():
+    # InfiniOps has no operator for pdist.
     with pytest.raises(NotImplementedError,
-                       match=r"aten::_softmax .*InfiniOps has no kernel for aten::_softmax.*" + HINT):
-        torch.softmax(torch.ones(2, 3, device=DEV), dim=-1)
+                       match=r"aten::_pdist_forward.*InfiniOps has no kernel.*TORCH_INFINI_PROVIDER=host"):
+        F.pdist(torch.ones(3, 4, device=DEV))
+    if aten_backed("InternalSoftmax"):
+        native(lambda x: torch.softmax(x, dim=-1), rand(2, 3))
+    else:
+        with pytest.raises(NotImplementedError, match=r"aten::_softmax .*InfiniOps.*" + HINT):
+            torch.softmax(torch.ones(2, 3, device=DEV), dim=-1)
+
+
+def test_bound_operators_say_how_they_run():
+    """Every InfiniOps operator bound to an ATen overload is listed with the
+    implementations this build has for the device."""
+    rows = {r["op"]: r["kernel"] for r in torch_infini.operator_table()}
+    assert "native 0" in rows["aten::mul.out"] and "infini::ops::Mul" in rows["aten::mul.out"]
+    if served("Relu"):
+        assert "infini::ops::Relu" in rows["aten::relu_"]
 
 
 def test_operator_table_names_the_kernels():

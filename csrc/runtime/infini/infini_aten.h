@@ -1,7 +1,7 @@
 #pragma once
 
 // The ATen overloads (OpKernels::aten) InfiniOps serves: each file of a
-// concern (infini_gemm.cpp, infini_pointwise.cpp, ...) contributes servers,
+// concern (infini_gemm.cpp, infini_cat.cpp) contributes servers,
 // infini_kernels.cpp dispatches calls to them by overload name.
 
 #include <functional>
@@ -60,8 +60,6 @@ inline AtenServer refused(std::vector<std::string> overloads,
 // (appended to `support` only where the InfiniOps kernel is there).
 std::vector<AtenServer> gemm_servers(InfiniProvider& provider,
                                      std::vector<OpSupport>& support);
-std::vector<AtenServer> pointwise_servers(InfiniProvider& provider,
-                                          std::vector<OpSupport>& support);
 std::vector<AtenServer> cat_servers(InfiniProvider& provider,
                                     std::vector<OpSupport>& support);
 

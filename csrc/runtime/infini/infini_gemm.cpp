@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "runtime/infini/infini_aten.h"
+#include "runtime/infini/infini_binding.h"
 #include "runtime/infini/infini_common.h"
 #include "runtime/infini/operator_cache.h"
 
@@ -161,6 +162,9 @@ class GemmServer {
  public:
   explicit GemmServer(InfiniProvider& provider) : provider_(provider) {}
 
+  // Whether the ATen-backed Gemm (index 2) serves: it accumulates a bias.
+  bool accumulates() const { return accumulates_; }
+
   std::string unsupported(const AtenCall& call) const {
     GemmCall gemm;
     std::string reason = gemm_call_of(call, &gemm);
@@ -213,7 +217,8 @@ class GemmServer {
         return "the bias shares memory with the output in another layout, "
                "which " + std::string(kGemmApi) + " cannot update in place";
       }
-      reason = bias_unsupported(gemm, bias, out);
+      reason = accumulates_ ? accumulate_bias_unsupported(bias, out)
+                            : bias_unsupported(gemm, bias, out);
       if (!reason.empty()) {
         return reason;
       }
@@ -228,12 +233,26 @@ class GemmServer {
     const TensorArg& out = gemm.out;
     const float alpha = static_cast<float>(gemm.alpha.toDouble());
 #ifdef TORCH_INFINI_OPS_GEMM_HAS_OPTIONAL_C
+    if (accumulates_) {
+      // c = bias (unless it is already there), then c = alpha*a@b + beta*c
+      // on the ATen-backed Gemm: as CPU's addmm computes it.
+      float beta = 0.0f;
+      if (gemm.bias) {
+        const TensorArg bias = expanded(*gemm.bias, out.sizes);
+        if (!same_layout(bias, out)) {
+          launch_cast(provider_, device, stream, CopyArgs{bias, out});
+        }
+        beta = static_cast<float>(gemm.beta.toDouble());
+      }
+      launch(device, stream, gemm.a, gemm.b, alpha, beta, out);
+      return;
+    }
     if (!gemm.bias) {
       launch(device, stream, gemm.a, gemm.b, alpha, 0.0f, out);
       return;
     }
 #ifdef TORCH_INFINI_GEMM_BIAS_BY_LINEAR
-    if (const auto row = linear_bias(gemm)) {
+    if (const auto row = linear_bias(gemm); row && !product_then_add(gemm)) {
       launch_linear(device, stream, gemm, *row);
       return;
     }
@@ -323,7 +342,7 @@ class GemmServer {
                                const TensorArg& out) const {
 #ifdef TORCH_INFINI_OPS_GEMM_HAS_OPTIONAL_C
 #ifdef TORCH_INFINI_GEMM_BIAS_BY_LINEAR
-    if (linear_bias(gemm)) {
+    if (linear_bias(gemm) && !product_then_add(gemm)) {
       return {};
     }
 #endif
@@ -371,13 +390,21 @@ class GemmServer {
     append_layout(key, a);
     append_layout(key, b);
     append_layout(key, out);
+#ifdef TORCH_INFINI_OPS_GEMM_HAS_OPTIONAL_C
+    // The ATen-backed Gemm accumulates into y where C is given (beta).
+    const std::optional<iops::Tensor> c =
+        accumulates_ && beta != 0.0f ? std::optional<iops::Tensor>(ty)
+                                     : std::nullopt;
+    key.words.push_back(c.has_value());
+#endif
     // alpha and beta are passed on every call (operator() prefers them to
     // the ones the object was made with), so one object serves all values.
     thread_local OperatorCache<GemmOperator> cache;
     GemmOperator& op = cache.get(std::move(key), [&] {
-      const iops::Config config;
+      iops::Config config;
+      config.set_implementation_index(index_);
 #ifdef TORCH_INFINI_OPS_GEMM_HAS_OPTIONAL_C
-      return gemm_make(config, ta, tb, std::nullopt, alpha, 0.0f, 0, 0, ty);
+      return gemm_make(config, ta, tb, c, alpha, beta, 0, 0, ty);
 #else
       return gemm_make(config, ta, tb, alpha, beta, 0, 0, ty);
 #endif
@@ -385,13 +412,43 @@ class GemmServer {
     op.set_stream(stream);
     const auto& run = static_cast<const iops::Gemm&>(op);
 #ifdef TORCH_INFINI_OPS_GEMM_HAS_OPTIONAL_C
-    run(ta, tb, std::nullopt, alpha, 0.0f, 0, 0, ty);
+    run(ta, tb, c, alpha, beta, 0, 0, ty);
 #else
     run(ta, tb, alpha, beta, 0, 0, ty);
 #endif
   }
 
+  // A bias copied into the output by infini::ops::Cast before the product
+  // accumulates into it.
+  std::string accumulate_bias_unsupported(const TensorArg& bias,
+                                          const TensorArg& out) const {
+    if (same_layout(bias, out)) {
+      return {};
+    }
+    const std::string reason = cast_unsupported(provider_, CopyArgs{bias, out});
+    return reason.empty() ? reason
+                          : "the bias must first be copied into the output "
+                            "for the ATen-backed infini::ops::Gemm, and " +
+            reason;
+  }
+
   InfiniProvider& provider_;
+  // The implementation: InfiniOps' ATen-backed Gemm (index 2, hand-written
+  // in InfiniOps and built WITH_TORCH=ON: at::addmm_out, so bit-equal to
+  // CPU and BLAS-fast) where the build has it for the device, else the
+  // native one (index 0).
+  const size_t index_ = has_implementation_index(
+      operator_implementations("Gemm"),
+      static_cast<int>(provider_.device_type()), 2) ? 2 : 0;
+  // InfiniOps' Gemm has no C input at this API (beta is always 0), so the
+  // ATen-backed one cannot accumulate a bias either.
+  const bool accumulates_ = false;
+
+  // A float32 bias is added after the ATen-backed product (Add) rather than
+  // fused by the native Linear: one more rounding, but BLAS speed.
+  bool product_then_add(const GemmCall& gemm) const {
+    return index_ == 2 && gemm.out.dtype == c10::ScalarType::Float;
+  }
 };
 
 #endif  // TORCH_INFINI_OPS_GEMM_DEVICE_MASK
@@ -416,6 +473,15 @@ std::vector<AtenServer> gemm_servers(InfiniProvider& provider,
     row.alpha = true;
     row.broadcast = true;  // the bias
     row.strided = true;
+#if defined(TORCH_INFINI_OPS_GEMM_HAS_OPTIONAL_C)
+    if (server->accumulates()) {
+      row.kernel =
+          "infini::ops::Gemm (ATen-backed, implementation 2: at::addmm_out; "
+          "+ infini::ops::Cast to copy a bias)";
+      support.push_back(std::move(row));
+      return {served_by(overloads, server)};
+    }
+#endif
 #if defined(TORCH_INFINI_GEMM_BIAS_BY_LINEAR)
     row.kernel =
         "infini::ops::Gemm (F.linear's addmm: infini::ops::Linear; other "

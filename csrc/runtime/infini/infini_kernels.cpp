@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/infini/infini_aten.h"
+#include "runtime/infini/infini_binding.h"
 #include "runtime/infini/infini_common.h"
 #include "runtime/infini/infini_fused.h"
 #include "runtime/infini/infini_provider.h"
@@ -241,7 +242,7 @@ class InfiniFusedKernels final : public FusedKernels {
 class InfiniKernels final : public OpKernels {
  public:
   explicit InfiniKernels(InfiniProvider& provider)
-      : provider_(provider), fused_(provider) {
+      : provider_(provider), fused_(provider), generic_(provider) {
     set_fused_kernels(&fused_);
     // InfiniOps' elementwise kernels cover its AllTypes (floating and integer
     // types); whether Add has an implementation on the selected backend is
@@ -317,7 +318,7 @@ class InfiniKernels final : public OpKernels {
                      : fused_op_name(f.op))});
       }
     }
-    for (auto make : {&gemm_servers, &pointwise_servers, &cat_servers}) {
+    for (auto make : {&gemm_servers, &cat_servers}) {
       for (auto& server : make(provider, support_)) {
         servers_.push_back(std::move(server));
       }
@@ -327,6 +328,7 @@ class InfiniKernels final : public OpKernels {
         by_overload_.emplace(name, &server);
       }
     }
+    add_binding_rows();
   }
 
   const std::vector<OpSupport>& support() const override { return support_; }
@@ -355,13 +357,16 @@ class InfiniKernels final : public OpKernels {
     TORCH_CHECK(false, "infini: device fill kernel is not available");
   }
 
+  bool maps(const std::string& overload) const override {
+    const auto it = by_overload_.find(overload);
+    return (it != by_overload_.end() && it->second->run) ||
+        generic_.find(overload) != nullptr;
+  }
+
   std::string aten_unsupported(const AtenCall& call) const override {
     const std::string name = overload_name(call);
-    const auto it = by_overload_.find(name);
-    if (it == by_overload_.end()) {
-      return no_kernel_reason(name, "", provider_.backend());
-    }
-    std::string reason = it->second->unsupported(call);
+    int implementation = -1;
+    std::string reason = decide(name, call, &implementation);
     if (reason.empty() || reason.find(kFallbackHint) != std::string::npos) {
       return reason;
     }
@@ -374,15 +379,85 @@ class InfiniKernels final : public OpKernels {
   }
 
   void aten(int device, StreamHandle stream, AtenCall call) override {
-    const auto it = by_overload_.find(overload_name(call));
-    TORCH_CHECK(it != by_overload_.end() && it->second->run,
-                "infini: no InfiniOps kernel for ", call.op.operator_name());
-    it->second->run(device, stream, call);
+    const std::string name = overload_name(call);
+    int implementation = -1;
+    const std::string reason = decide(name, call, &implementation);
+    TORCH_CHECK(reason.empty(), "infini: ", name, ": ", reason);
+    if (implementation < 0) {
+      by_overload_.at(name)->run(device, stream, call);
+    } else {
+      generic_.run(*generic_.find(name), device, stream, call, implementation);
+    }
   }
 
  private:
+  // Who runs `call`: a hand-written entry that accepts it (its native
+  // kernel; *implementation stays -1), else the generic binding with the
+  // implementation it picks. Empty when one does; otherwise why not.
+  std::string decide(const std::string& name, const AtenCall& call,
+                     int* implementation) const {
+    const auto it = by_overload_.find(name);
+    const AtenServer* hand = it == by_overload_.end() ? nullptr : it->second;
+    std::string hand_reason;
+    if (hand != nullptr) {
+      hand_reason = hand->unsupported(call);
+      if (hand_reason.empty() && hand->run) {
+        return {};
+      }
+    }
+    const Binding* bound = generic_.find(name);
+    if (bound == nullptr) {
+      return hand != nullptr ? hand_reason
+                             : no_kernel_reason(name, "", provider_.backend());
+    }
+    const bool hand_native = hand != nullptr && hand->run;
+    std::string reason = generic_.choose(*bound, call,
+                                         /*native_allowed=*/!hand_native,
+                                         implementation);
+    if (reason.empty() || !hand_native) {
+      return reason;
+    }
+    return hand_reason + "; " + reason;
+  }
+
+  // One support row per bound overload, saying which implementation serves
+  // it on this backend (`python -m torch_infini --ops`).
+  void add_binding_rows() {
+    std::vector<std::string> names;
+    for (const auto& entry : generic_.bindings()) {
+      names.push_back(entry.first);
+    }
+    std::sort(names.begin(), names.end());
+    const int type = static_cast<int>(provider_.device_type());
+    for (const auto& name : names) {
+      const Binding& b = *generic_.find(name);
+      std::string how;
+      for (const auto& impl : b.implementations) {
+        if (impl.device_type == type) {
+          how += (how.empty() ? "" : ", ") + implementation_label(impl.index) +
+              " " + std::to_string(impl.index);
+        }
+      }
+      if (how.empty()) {
+        continue;  // refused on this backend
+      }
+      const auto hand = by_overload_.find(name);
+      if (hand != by_overload_.end() && hand->second->run) {
+        how += "; native limits checked by a hand-written entry";
+      }
+      OpSupport row;
+      row.op = name;
+      row.dtypes = numeric_dtypes(/*with_bool=*/false);
+      row.broadcast = true;
+      row.strided = true;
+      row.kernel = "infini::ops::" + b.op + " (" + how + ")";
+      support_.push_back(std::move(row));
+    }
+  }
+
   InfiniProvider& provider_;
   InfiniFusedKernels fused_;
+  GenericServer generic_;
   std::vector<OpSupport> support_;
   std::vector<AtenServer> servers_;
   std::unordered_map<std::string, const AtenServer*> by_overload_;

@@ -1,0 +1,408 @@
+// The generic InfiniOps server: the binding table (infini_binding.h), its
+// pre-checks and the implementation chosen per call.
+//
+// What InfiniOps would reject (it aborts the process) is refused here first:
+// - tensors of a dtype InfiniRT has no DataType for (bool, complex);
+// - a CPU scalar operand PyTorch would not read as exactly the output's
+//   dtype (InfiniOps reads device memory only: it gets a device copy);
+// - a Scalar InfiniOps' double would change: beyond 2^53, or an integer
+//   beside integer tensors (ATen computes integer arithmetic with an integer
+//   Scalar, and refuses a floating one there);
+// - an argument its API leaves out (layout, device, memory format) that is
+//   not None;
+// - an implementation index the build lacks: never asked for.
+// Native implementations have limits of their own; without a hand-written
+// entry for them (infini_kernels.cpp's servers) a native one is used only
+// for one floating dtype and contiguous tensors that do not overlap.
+
+#include "runtime/infini/infini_binding.h"
+
+#include <ATen/ops/from_blob.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <optional>
+
+#include "runtime/aten_route.h"
+#include "runtime/infini/device_scalars.h"
+
+namespace torch_infini::runtime::infini {
+namespace binding_detail {
+
+void append_key(OperatorKey& key, const c10::IValue& v) {
+  auto& w = key.words;
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    w.push_back(t.defined() ? static_cast<int64_t>(t.scalar_type()) : -1);
+    if (t.defined()) {
+      w.push_back(t.dim());
+      w.append(t.sizes().begin(), t.sizes().end());
+      w.append(t.strides().begin(), t.strides().end());
+    }
+  } else if (v.isTensorList()) {
+    w.push_back(-2);
+    for (const at::Tensor& t : v.toTensorList()) {
+      append_key(key, t);
+    }
+  } else if (v.isList()) {
+    w.push_back(-3);
+    w.push_back(static_cast<int64_t>(v.toListRef().size()));
+    for (const c10::IValue& e : v.toListRef()) {
+      append_key(key, e);
+    }
+  } else if (v.isNone()) {
+    w.push_back(-4);
+  } else if (v.isDouble()) {
+    int64_t bits = 0;
+    const double d = v.toDouble();
+    std::memcpy(&bits, &d, sizeof(bits));
+    w.push_back(bits);
+  } else if (v.isInt() || v.isBool()) {
+    w.push_back(v.isInt() ? v.toInt() : v.toBool());
+  } else if (v.isScalar()) {
+    append_key(key, v.toScalar().isFloatingPoint()
+                        ? c10::IValue(v.toScalar().toDouble())
+                        : c10::IValue(v.toScalar().toLong()));
+  } else if (v.isString()) {
+    w.push_back(static_cast<int64_t>(std::hash<std::string>()(v.toStringRef())));
+  } else {
+    w.push_back(static_cast<int64_t>(std::hash<std::string>()(v.tagKind())));
+  }
+}
+
+bool serial(const Launch& l) {
+  if (l.provider->device_type() != irt::Device::Type::kCpu) {
+    return false;
+  }
+  for (const auto& c : *l.conversions) {
+    const c10::IValue& v = (*l.args)[c.aten_index];
+    if (c.output && v.isTensor() && v.toTensor().defined()) {
+      return v.toTensor().numel() < kSerialBelowElements;
+    }
+  }
+  return false;
+}
+
+}  // namespace binding_detail
+
+namespace {
+
+bool mappable(c10::ScalarType t) {
+  irt::DataType unused;
+  return to_infini_dtype(t, &unused);
+}
+
+bool is_floating(c10::ScalarType t) {
+  return t == c10::ScalarType::Float || t == c10::ScalarType::Half ||
+      t == c10::ScalarType::BFloat16 || t == c10::ScalarType::Double;
+}
+
+// Calls `f(tensor, conversion)` for every tensor a conversion reads.
+template <typename F>
+void each_tensor(const Binding& b, const std::vector<c10::IValue>& args, F f) {
+  for (const auto& c : b.conversions) {
+    const c10::IValue& v = args[c.aten_index];
+    if (v.isTensor()) {
+      f(v.toTensor(), c);
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) {
+        f(t, c);
+      }
+    } else if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor()) {
+          f(e.toTensor(), c);
+        }
+      }
+    }
+  }
+}
+
+std::string arg_name(const AtenCall& call, int index) {
+  const auto& arguments = call.op.schema().arguments();
+  return static_cast<size_t>(index) < arguments.size()
+      ? arguments[index].name()
+      : "result " + std::to_string(index - arguments.size());
+}
+
+// The call with the results the ops layer allocated appended to its
+// arguments: a functional binding writes result k as argument nargs + k.
+const AtenCall& with_results(const AtenCall& call,
+                             std::optional<AtenCall>* storage) {
+  if (call.results_into.empty()) {
+    return call;
+  }
+  storage->emplace(call);
+  for (const at::Tensor& r : call.results_into) {
+    (*storage)->args.push_back(r);
+  }
+  return **storage;
+}
+
+// The dtype of the call's first output.
+c10::ScalarType output_dtype(const Binding& b, const AtenCall& call) {
+  for (const auto& c : b.conversions) {
+    if (c.output && call.args[c.aten_index].isTensor()) {
+      return call.args[c.aten_index].toTensor().scalar_type();
+    }
+  }
+  return c10::ScalarType::Undefined;
+}
+
+// The dtype a CPU scalar operand `s` is copied to the device as: the
+// output's for a native implementation (which reads every operand as it);
+// for the ATen-backed one its own where it is of the output's kind (a 0-dim
+// operand never promotes within its kind, so ATen computes as with the CPU
+// scalar), else the output's. Undefined where that copy would not be exact.
+c10::ScalarType scalar_dtype(const at::Tensor& s, c10::ScalarType out,
+                             bool aten_backed) {
+  if (aten_backed && mappable(s.scalar_type()) &&
+      is_floating(s.scalar_type()) == is_floating(out)) {
+    return s.scalar_type();
+  }
+  return scalar_exact(s, out) ? out : c10::ScalarType::Undefined;
+}
+
+std::string cpu_scalar_reason(const Binding& b, const AtenCall& call,
+                              bool aten_backed) {
+  const c10::ScalarType out = output_dtype(b, call);
+  std::string reason;
+  each_tensor(b, call.args, [&](const at::Tensor& t, const ArgConversion& c) {
+    if (reason.empty() && t.defined() && t.device().is_cpu() && !c.output &&
+        scalar_dtype(t, out, aten_backed) == c10::ScalarType::Undefined) {
+      reason = "infini::ops::" + b.op + " reads operands from device memory, "
+          "and the CPU scalar operand is not exactly representable in the "
+          "output's dtype " + dtype_name(out) + " (PyTorch computes with it "
+          "in float32)";
+    }
+  });
+  return reason;
+}
+
+// What every implementation needs; empty when the call converts.
+std::string common_reason(const Binding& b, const AtenCall& call) {
+  const std::string kernel = "infini::ops::" + b.op;
+  for (int i : b.must_be_none) {
+    if (!call.args[i].isNone()) {
+      return kernel + " has no argument '" + arg_name(call, i) +
+          "' (its API leaves it out): only None is served";
+    }
+  }
+  std::string reason;
+  bool integer_inputs = false;
+  each_tensor(b, call.args, [&](const at::Tensor& t, const ArgConversion& c) {
+    if (!reason.empty()) {
+      return;
+    }
+    if (!t.defined()) {
+      if (c.kind == ArgKind::kTensor || c.kind == ArgKind::kTensorList) {
+        reason = kernel + " needs every tensor argument defined";
+      }
+      return;
+    }
+    if (!mappable(t.scalar_type())) {
+      reason = kernel + " has no " + dtype_name(t.scalar_type()) +
+          " tensors (InfiniRT has no such DataType)";
+      return;
+    }
+    if (!c.output && !t.device().is_cpu() && !is_floating(t.scalar_type())) {
+      integer_inputs = true;  // a device tensor (CPU scalars are operands)
+    }
+    if (t.device().is_cpu() && c.output) {
+      reason = kernel + " writes device memory only, not a CPU tensor";
+    }
+  });
+  if (!reason.empty()) {
+    return reason;
+  }
+  for (const auto& c : b.conversions) {
+    const c10::IValue& v = call.args[c.aten_index];
+    if ((c.kind == ArgKind::kScalar || c.kind == ArgKind::kOptionalScalar) &&
+        !v.isNone()) {
+      const c10::Scalar s = v.toScalar();
+      if (s.isComplex()) {
+        return kernel + " takes '" + arg_name(call, c.aten_index) +
+            "' as a double: a complex value is not served";
+      }
+      if (!s.isFloatingPoint()) {
+        if (integer_inputs) {
+          return kernel + " takes '" + arg_name(call, c.aten_index) +
+              "' as a double, and ATen computes integer tensors with an "
+              "integer scalar (and refuses a floating one)";
+        }
+        if (std::abs(s.toLong()) > (int64_t{1} << 53)) {
+          return kernel + " takes '" + arg_name(call, c.aten_index) +
+              "' as a double, which does not represent " +
+              std::to_string(s.toLong()) + " exactly";
+        }
+      }
+    }
+    if ((c.kind == ArgKind::kDataType || c.kind == ArgKind::kOptionalDataType) &&
+        !v.isNone() && !mappable(v.toScalarType())) {
+      return kernel + " has no " + dtype_name(v.toScalarType()) + " DataType";
+    }
+    if (c.kind == ArgKind::kTensorList && v.isTensorList() &&
+        v.toTensorList().empty()) {
+      return kernel + " needs a non-empty tensor list";
+    }
+  }
+  return {};
+}
+
+// The generic limits of a native implementation without an entry in
+// infini_native.cpp: one floating dtype, contiguous device tensors, no
+// overlaps.
+std::string generic_native_reason(const Binding& b, const AtenCall& call) {
+  const std::string kernel = "infini::ops::" + b.op + " (native)";
+  std::optional<c10::ScalarType> dtype;
+  std::string reason;
+  std::vector<TensorArg> inputs, outputs;
+  each_tensor(b, call.args, [&](const at::Tensor& t, const ArgConversion& c) {
+    if (!reason.empty() || !t.defined()) {
+      return;
+    }
+    dtype = dtype.value_or(t.scalar_type());
+    if (t.scalar_type() != *dtype || !is_floating(*dtype) ||
+        *dtype == c10::ScalarType::Double) {
+      reason = kernel + " is served for one dtype of float32, float16 or "
+          "bfloat16";
+    } else if (t.device().is_cpu() || !t.is_contiguous()) {
+      reason = kernel + " is served for contiguous device tensors";
+    } else {
+      (c.output ? outputs : inputs).push_back(arg_of(t));
+    }
+  });
+  if (!reason.empty()) {
+    return reason;
+  }
+  for (const auto& out : outputs) {
+    for (const auto& in : inputs) {
+      if (may_overlap(out, in)) {
+        return kernel + " is served for outputs that overlap no input";
+      }
+    }
+  }
+  return {};
+}
+
+std::string native_reason(const Binding& b, const AtenCall& call) {
+  std::string reason = cpu_scalar_reason(b, call, /*aten_backed=*/false);
+  if (!reason.empty()) {
+    return reason;
+  }
+  const NativeLimits* limits = native_limits(b.op);
+  return limits != nullptr ? limits->check(b, call)
+                           : generic_native_reason(b, call);
+}
+
+}  // namespace
+
+GenericServer::GenericServer(InfiniProvider& provider) : provider_(provider) {
+  for (const Binding& b : generated_bindings()) {
+    by_overload_.emplace(b.aten, &b);
+  }
+}
+
+const Binding* GenericServer::find(const std::string& overload) const {
+  const auto it = by_overload_.find(overload);
+  return it == by_overload_.end() ? nullptr : it->second;
+}
+
+std::string GenericServer::choose(const Binding& b, const AtenCall& given,
+                                  bool native_allowed,
+                                  int* implementation) const {
+  std::optional<AtenCall> storage;
+  const AtenCall& call = with_results(given, &storage);
+  const int type = static_cast<int>(provider_.device_type());
+  const bool native = native_index(b.implementations, type) >= 0;
+  const bool aten =
+      has_implementation_index(b.implementations, type, kAtenBackedIndex);
+  if (!native && !aten) {
+    return "InfiniOps has no " + b.op + " implementation for " +
+        provider_.backend() + " in this build";
+  }
+  const std::string common = common_reason(b, call);
+  if (!common.empty()) {
+    return common;
+  }
+  std::string native_limit;
+  std::string aten_limit;
+  *implementation = choose_implementation(
+      b.implementations, type, native_allowed,
+      [&] {
+        native_limit = native_reason(b, call);
+        return native_limit.empty();
+      },
+      [&] {
+        aten_limit = cpu_scalar_reason(b, call, /*aten_backed=*/true);
+        return aten_limit.empty();
+      });
+  if (*implementation >= 0) {
+    return {};
+  }
+  if (!aten_limit.empty()) {
+    return aten_limit;
+  }
+  if (!native_allowed) {
+    return "this build has no ATen-backed infini::ops::" + b.op +
+        " (InfiniOps built WITH_TORCH=ON has one) for the calls its native "
+        "implementation does not serve";
+  }
+  return native_limit + " (this build has no ATen-backed " + b.op +
+      ": InfiniOps built WITH_TORCH=ON has one)";
+}
+
+void GenericServer::run(const Binding& b, int device, StreamHandle stream,
+                        const AtenCall& given, int implementation) {
+  std::optional<AtenCall> storage;
+  const AtenCall& call = with_results(given, &storage);
+  TORCH_CHECK(has_implementation_index(b.implementations,
+                                       static_cast<int>(provider_.device_type()),
+                                       implementation),
+              "infini: InfiniOps has no implementation ", implementation,
+              " of ", b.op, " in this build");
+  std::vector<c10::IValue> args(call.args.begin(), call.args.end());
+  const bool aten_backed = implementation == kAtenBackedIndex;
+  const c10::ScalarType out_dtype = output_dtype(b, call);
+  c10::DataPtr owned[4];
+  size_t next_owned = 0;
+  at::Tensor out;
+  for (const auto& c : b.conversions) {
+    c10::IValue& v = args[c.aten_index];
+    if (c.output && v.isTensor() && !out.defined()) {
+      out = v.toTensor();
+    }
+    if (c.output || !v.isTensor() || !v.toTensor().defined() ||
+        !v.toTensor().device().is_cpu()) {
+      continue;
+    }
+    // A CPU scalar: its cached device copy (checked exact by choose).
+    const c10::ScalarType dtype =
+        scalar_dtype(v.toTensor(), out_dtype, aten_backed);
+    c10::DataPtr spare;
+    void* data = DeviceScalars::instance().get(provider_, device, stream,
+                                               v.toTensor(), dtype, &spare);
+    if (spare && next_owned < 4) {
+      owned[next_owned++] = std::move(spare);
+    }
+    v = at::from_blob(data, {}, at::TensorOptions().dtype(dtype).device(
+                                    c10::Device(c10::DeviceType::PrivateUse1,
+                                                static_cast<c10::DeviceIndex>(device))));
+  }
+  const NativeLimits* limits = aten_backed ? nullptr : native_limits(b.op);
+  const bool broadcast = limits != nullptr && limits->broadcast_inputs;
+  last_aten_route() = implementation == kAtenBackedIndex
+      ? AtenRoute::kAtenBacked
+      : AtenRoute::kNative;
+  const Launch launch{&provider_, device, stream, implementation, &args,
+                      &b.conversions,
+                      broadcast ? out.sizes() : c10::IntArrayRef()};
+  b.launch(launch);
+}
+
+std::string implementation_label(int index) {
+  return index == kAtenBackedIndex ? "ATen-backed" : "native";
+}
+
+}  // namespace torch_infini::runtime::infini

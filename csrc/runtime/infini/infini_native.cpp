@@ -1,0 +1,123 @@
+// The limits of InfiniOps' native kernels, per operator: what a call bound
+// to it (infini_binding.h) must satisfy for the native implementation to run
+// it exactly as PyTorch would. InfiniOps asserts (aborts) on the rest; the
+// generic server then uses the ATen-backed implementation where the build
+// has one, or refuses.
+//
+// - Mul: one dtype for both inputs and the output (no type promotion);
+//   inputs are passed broadcast as same-rank stride-0 views (it walks each
+//   input with the output's rank); an output without stride-0 dimensions
+//   that overlaps no input in another layout.
+// - Relu and Silu: an output of the input's shape and dtype; Silu floating
+//   types only, and no overlap in another layout (Relu copies an overlapping
+//   input first, so in place is fine).
+// float16/bfloat16 are computed in float32 and rounded back, float16 toward
+// zero: results are within 1 ulp of PyTorch's.
+
+#include <string>
+#include <unordered_map>
+
+#include "runtime/infini/infini_binding.h"
+
+namespace torch_infini::runtime::infini {
+namespace {
+
+struct Operands {
+  std::vector<TensorArg> inputs;
+  TensorArg out;
+  bool cpu_scalar = false;
+};
+
+Operands operands_of(const Binding& b, const AtenCall& call) {
+  Operands o;
+  for (const auto& c : b.conversions) {
+    const c10::IValue& v = call.args[c.aten_index];
+    if (!v.isTensor() || !v.toTensor().defined()) {
+      continue;
+    }
+    const at::Tensor& t = v.toTensor();
+    if (c.output) {
+      o.out = arg_of(t);
+    } else if (t.device().is_cpu()) {
+      o.cpu_scalar = true;  // read as the output's dtype (checked exact)
+      TensorArg scalar;
+      scalar.dtype = call.args[b.conversions.back().aten_index].toTensor().scalar_type();
+      o.inputs.push_back(scalar);
+    } else {
+      o.inputs.push_back(arg_of(t));
+    }
+  }
+  return o;
+}
+
+std::string output_reason(const std::string& kernel, const Operands& o,
+                          bool overlap_ok) {
+  if (has_broadcast_dim(o.out)) {
+    return kernel + " cannot write an output with stride-0 (expanded) "
+           "dimensions";
+  }
+  for (const auto& in : o.inputs) {
+    if (!overlap_ok && in.data != nullptr && may_overlap(o.out, in) &&
+        !same_layout(o.out, in)) {
+      return kernel + " cannot write an output that overlaps an input in "
+             "another layout";
+    }
+  }
+  return {};
+}
+
+std::string mul_limits(const Binding& b, const AtenCall& call) {
+  const Operands o = operands_of(b, call);
+  for (const auto& in : o.inputs) {
+    if (in.dtype != o.out.dtype) {
+      return "infini::ops::Mul needs one dtype for both inputs and the "
+             "output (no type promotion), but got " +
+          dtype_name(o.inputs[0].dtype) + " * " +
+          dtype_name(o.inputs.back().dtype) + " -> " + dtype_name(o.out.dtype);
+    }
+    if (in.data != nullptr && !broadcasts_to(in, o.out.sizes)) {
+      return "infini::ops::Mul: an input does not broadcast to the output";
+    }
+  }
+  return output_reason("infini::ops::Mul", o, /*overlap_ok=*/false);
+}
+
+std::string unary_limits(const std::string& kernel, const Binding& b,
+                         const AtenCall& call, bool floating_only,
+                         bool overlap_ok) {
+  const Operands o = operands_of(b, call);
+  if (o.cpu_scalar || o.inputs.size() != 1) {
+    return kernel + " reads its input from device memory only";
+  }
+  const TensorArg& in = o.inputs[0];
+  if (in.sizes != o.out.sizes || in.dtype != o.out.dtype) {
+    return kernel + " needs an output of the input's shape and dtype";
+  }
+  if (floating_only && !c10::isFloatingType(in.dtype)) {
+    return kernel + " has no " + dtype_name(in.dtype) +
+        " kernel (floating types only)";
+  }
+  return output_reason(kernel, o, overlap_ok);
+}
+
+std::string relu_limits(const Binding& b, const AtenCall& call) {
+  return unary_limits("infini::ops::Relu", b, call, false, true);
+}
+
+std::string silu_limits(const Binding& b, const AtenCall& call) {
+  return unary_limits("infini::ops::Silu", b, call, true, false);
+}
+
+}  // namespace
+
+const NativeLimits* native_limits(const std::string& op) {
+  static const std::unordered_map<std::string, NativeLimits> table = {
+      {"Mul", {&mul_limits, /*broadcast_inputs=*/true}},
+      {"Relu", {&relu_limits, false}},
+      {"Silu", {&silu_limits, false}},
+  };
+  const auto it = table.find(op);
+  return it == table.end() ? nullptr : &it->second;
+}
+
+}  // namespace torch_infini::runtime::infini

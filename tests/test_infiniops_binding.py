@@ -1,0 +1,286 @@
+"""The generic InfiniOps binding without the Infini stack (CI cannot get it).
+
+A stub InfiniOps install is made here: an ``operator_call_instantiations.h``
+listing ``Make`` instantiations as InfiniOps writes them, and a small
+``libinfiniops.so`` compiled from a few lines of C++ whose symbols are
+``Operator<Op, device type, index>`` for the implementations it "has".
+Against it:
+
+* the binding rules (tools/infiniops_binding.py) bind each operator to the
+  ATen ``.out`` overloads of the running PyTorch whose public signature it
+  has, serve in-place overloads through them, and leave the rest unbound
+  with the reason;
+* the implementation indices per device are read from the library's
+  symbols;
+* the implementation choice (csrc/runtime/infini/implementation_choice.h),
+  compiled into a small program, picks the native index where the call fits
+  it, else the ATen-backed one, and never an index the library lacks.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools"))
+
+import infiniops_binding as ib  # noqa: E402
+
+CXX = shutil.which(os.environ.get("CXX", "c++"))
+
+
+def _make(op: str, *params: str) -> str:
+    """One ``Make`` instantiation line as InfiniOps' generator writes it."""
+    first, rest = params[0], params[1:]
+    template = ", ".join(f"const {p.rsplit(' ', 1)[0]}&" for p in rest)
+    rest_params = "".join(f", const {p.rsplit(' ', 1)[0]}& {p.rsplit(' ', 1)[1]}" for p in rest)
+    return (f"extern template std::unique_ptr<Operator<::infini::ops::{op}>> "
+            f"Operator<::infini::ops::{op}>::Make<{template}>(const Config& config, "
+            f"const {first}{rest_params});")
+
+
+STUB_HEADER = "\n".join([
+    "#ifndef INFINI_OPS_OPERATOR_CALL_INSTANTIATIONS_H_",
+    "namespace infini::ops {",
+    _make("Abs", "Tensor input", "Tensor out"),
+    _make("Sum", "Tensor input", "std::optional<std::vector<int64_t>> dim", "bool keepdim",
+          "std::optional<DataType> dtype", "Tensor out"),
+    _make("Add", "Tensor input", "Tensor other", "double alpha", "Tensor out"),
+    _make("Add", "Tensor input", "Tensor other", "Tensor out"),
+    _make("Max", "Tensor input", "int64_t dim", "bool keepdim", "Tensor max", "Tensor max_values"),
+    _make("Clamp", "Tensor input", "std::optional<double> min", "std::optional<double> max", "Tensor out"),
+    _make("Clone", "Tensor input", "Tensor out"),
+    _make("Cat", "std::vector<Tensor> tensors", "int64_t dim", "Tensor out"),
+    _make("Bernoulli", "Tensor input", "Tensor out"),
+    _make("Gemm", "Tensor a", "Tensor b", "std::optional<float> alpha", "Tensor y"),
+    # Names that are not ATen's: not bound.
+    _make("Sub", "Tensor a", "Tensor b", "Tensor c"),
+    "}  // namespace infini::ops",
+    "#endif",
+])
+
+# Operator<Op, Device::Type, index> for: Abs {cpu: 8}, Sum {cpu: 8},
+# Add {cpu: 0, 1}, Gemm {cpu: 0, 2; nvidia: 0}, Clamp {nvidia: 0, 8};
+# and the generic dispatching Operator<Abs, kCount, 0>, which is no implementation.
+STUB_LIBRARY = """
+namespace infini::rt {
+struct Device { enum class Type { kCpu, kNvidia, kCambricon, kAscend, kMetax, kMoore, kIluvatar, kHygon, kCount }; };
+}
+namespace infini::ops {
+struct Abs; struct Sum; struct Add; struct Gemm; struct Clamp;
+template <typename Key, rt::Device::Type device_type, unsigned long index>
+struct Operator { Operator(); virtual ~Operator(); void operator()(int) const; };
+template <typename Key, rt::Device::Type device_type, unsigned long index>
+void Operator<Key, device_type, index>::operator()(int) const {}
+template <typename Key, rt::Device::Type device_type, unsigned long index>
+Operator<Key, device_type, index>::Operator() {}
+template <typename Key, rt::Device::Type device_type, unsigned long index>
+Operator<Key, device_type, index>::~Operator() {}
+using T = rt::Device::Type;
+template struct Operator<Abs, T::kCpu, 8>;
+template struct Operator<Abs, T::kCount, 0>;
+// Sum's ATen-backed class "lacks" its operator() (abstract): a specialization without it.
+template <> struct Operator<Sum, T::kCpu, 8> { Operator(); };
+Operator<Sum, T::kCpu, 8>::Operator() {}
+template struct Operator<Add, T::kCpu, 0>;
+template struct Operator<Add, T::kCpu, 1>;
+template struct Operator<Gemm, T::kCpu, 0>;
+template struct Operator<Gemm, T::kCpu, 2>;
+template struct Operator<Gemm, T::kNvidia, 0>;
+template struct Operator<Clamp, T::kNvidia, 0>;
+template struct Operator<Clamp, T::kNvidia, 8>;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def stub_install(tmp_path_factory) -> Path:
+    """include/infini/operator_call_instantiations.h and lib/libinfiniops.so."""
+    if CXX is None:
+        pytest.skip("needs a C++ compiler to make the stub InfiniOps library")
+    root = tmp_path_factory.mktemp("stub_infiniops")
+    (root / "include" / "infini").mkdir(parents=True)
+    (root / "include" / "infini" / "operator_call_instantiations.h").write_text(STUB_HEADER)
+    (root / "lib").mkdir()
+    source = root / "stub.cpp"
+    source.write_text(STUB_LIBRARY)
+    subprocess.run([CXX, "-shared", "-fPIC", "-o", str(root / "lib" / "libinfiniops.so"), str(source)],
+                   check=True, capture_output=True, timeout=120)
+    return root
+
+
+@pytest.fixture(scope="module")
+def report(stub_install):
+    header = (stub_install / "include" / "infini" / "operator_call_instantiations.h").read_text()
+    return ib.bind(ib.parse_signatures(header), ib.aten_schemas_from_torch())
+
+
+def _binding(report, aten):
+    found = [b for b in report.bindings if b.aten == aten]
+    assert len(found) == 1, f"{aten} bound {len(found)} times: {[b.aten for b in report.bindings]}"
+    return found[0]
+
+
+def test_signatures_are_read_from_the_instantiations(stub_install):
+    header = (stub_install / "include" / "infini" / "operator_call_instantiations.h").read_text()
+    signatures = ib.parse_signatures(header)
+    assert [(p.cpp_type, p.name) for p in signatures["Sum"][0]] == [
+        ("Tensor", "input"), ("std::optional<std::vector<int64_t>>", "dim"), ("bool", "keepdim"),
+        ("std::optional<DataType>", "dtype"), ("Tensor", "out")]
+    assert len(signatures["Add"]) == 2
+
+
+def test_out_overloads_bind_by_signature(report):
+    sum_ = _binding(report, "aten::sum.IntList_out")
+    assert sum_.operator == "Sum"
+    assert [(p.name, p.kind, p.aten_index, p.output) for p in sum_.params] == [
+        ("input", "kTensor", 0, False), ("dim", "kOptionalIntList", 1, False), ("keepdim", "kBool", 2, False),
+        ("dtype", "kOptionalDataType", 3, False), ("out", "kTensor", 4, True)]
+    add = _binding(report, "aten::add.out")
+    # A Scalar becomes a double, checked per call (kScalar), not a plain float.
+    assert [p.kind for p in add.params] == ["kTensor", "kTensor", "kScalar", "kTensor"]
+    clamp = _binding(report, "aten::clamp.out")
+    assert [p.kind for p in clamp.params] == ["kTensor", "kOptionalScalar", "kOptionalScalar", "kTensor"]
+    assert [p.kind for p in _binding(report, "aten::cat.out").params] == ["kTensorList", "kInt", "kTensor"]
+
+
+def test_several_outputs_keep_their_order(report):
+    max_ = _binding(report, "aten::max.dim_max")
+    assert [(p.name, p.output) for p in max_.params][-2:] == [("max", True), ("max_values", True)]
+
+
+def test_in_place_overloads_are_served_with_out_self(report):
+    abs_ = _binding(report, "aten::abs_")
+    assert [(p.aten_index, p.output) for p in abs_.params] == [(0, False), (0, True)]
+    add_ = _binding(report, "aten::add_.Tensor")
+    assert add_.params[-1].aten_index == 0 and add_.params[-1].output
+    # max has two outputs: no in-place form
+    assert not [b for b in report.bindings if b.aten.startswith("aten::max_")]
+
+
+def test_functional_overloads_write_the_allocated_results(report):
+    # aten::abs(Tensor self): result 0 is argument 1, after the arguments.
+    abs_ = _binding(report, "aten::abs")
+    assert [(p.aten_index, p.output) for p in abs_.params] == [(0, False), (1, True)]
+    max_ = _binding(report, "aten::max.dim")
+    assert [(p.name, p.aten_index) for p in max_.params if p.output] == [("max", 3), ("max_values", 4)]
+
+
+def test_arguments_the_api_leaves_out_must_be_none(report):
+    clone = _binding(report, "aten::clone.out")
+    assert clone.must_be_none == (1,)  # MemoryFormat? memory_format
+    assert [p.name for p in clone.params] == ["input", "out"]
+
+
+def test_what_is_not_bound_says_why(report):
+    assert not [b for b in report.bindings if b.operator in ("Gemm", "Sub", "Bernoulli")]
+    assert report.unbound_operators["Gemm"] == "no ATen .out overload of that name"
+    assert report.unbound_operators["Sub"] == "no ATen .out overload with its signature"
+    schema = next(s for s in ib.aten_schemas_from_torch() if s.qualified == "aten::bernoulli.out")
+    assert "random" in ib.expected_signature(schema)
+
+
+@pytest.mark.parametrize("aten_type,cpp", [
+    ("Tensor", "Tensor"), ("Tensor?", "std::optional<Tensor>"), ("Tensor[]", "std::vector<Tensor>"),
+    ("Tensor?[]", "std::vector<std::optional<Tensor>>"), ("Scalar", "double"), ("float", "double"),
+    ("Scalar?", "std::optional<double>"), ("int", "int64_t"), ("SymInt", "int64_t"),
+    ("int[]?", "std::optional<std::vector<int64_t>>"), ("int[1]?", "std::optional<std::vector<int64_t>>"),
+    ("SymInt[]", "std::vector<int64_t>"), ("ScalarType?", "std::optional<DataType>"),
+    ("str?", "std::optional<std::string>"), ("bool", "bool"), ("Dimname", None), ("Generator?", None),
+])
+def test_type_rules(aten_type, cpp):
+    assert ib.cpp_type_of(aten_type) == cpp
+
+
+def test_schema_strings_parse():
+    s = ib.parse_schema("aten::sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, "
+                        "ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)")
+    assert s.qualified == "aten::sum.IntList_out" and s.outputs == [4]
+    assert [(a.name, a.type, a.kwarg_only, a.written) for a in s.arguments] == [
+        ("self", "Tensor", False, False), ("dim", "int[1]?", False, False), ("keepdim", "bool", False, False),
+        ("dtype", "ScalarType?", True, False), ("out", "Tensor", True, True)]
+
+
+def test_implementations_are_read_from_the_library(stub_install):
+    impls = ib.implementations_from_symbols((stub_install / "lib" / "libinfiniops.so").read_bytes())
+    assert impls == {"Abs": {0: [8]}, "Add": {0: [0, 1]}, "Clamp": {1: [0, 8]},
+                     "Gemm": {0: [0, 2], 1: [0]}, "Sum": {0: [8]}}
+
+
+def test_abstract_aten_backed_classes_are_not_used(stub_install, report):
+    """An ATen-backed class with fewer operator() than the operator has
+    public signatures is abstract: its Make would crash, so index 8 goes."""
+    data = (stub_install / "lib" / "libinfiniops.so").read_bytes()
+    impls = ib.implementations_from_symbols(data)
+    header = (stub_install / "include" / "infini" / "operator_call_instantiations.h").read_text()
+    dropped = ib.drop_abstract_aten_backed(data, impls, ib.parse_signatures(header))
+    assert dropped == ["Sum"]
+    assert impls["Sum"] == {0: []} and impls["Abs"] == {0: [8]}
+
+
+def test_generated_table_names_the_make_signature_and_implementations(stub_install, report):
+    impls = ib.implementations_from_symbols((stub_install / "lib" / "libinfiniops.so").read_bytes())
+    text = "".join(ib.render_cpp(report, impls, i, 3) for i in range(3))
+    assert ("make_binding<::infini::ops::Sum, Tensor, std::optional<std::vector<int64_t>>, bool, "
+            "std::optional<DataType>, Tensor>(\n      \"aten::sum.IntList_out\"") in text
+    assert '"aten::add.out", "Add", {{ArgKind::kTensor, 0, false}, {ArgKind::kTensor, 1, false}, ' \
+           '{ArgKind::kScalar, 2, false}, {ArgKind::kTensor, 3, true}}, {}, {{0, 0}, {0, 1}}' in text
+    index = ib.render_index(3, impls)
+    assert "add_generated_bindings_2" in index
+    assert '{"Gemm", {{0, 0}, {0, 2}, {1, 0}}},' in index
+
+
+def test_torch_allowlist_is_what_binds(report):
+    names = ib.torch_allowlist(report)
+    assert {"abs", "sum", "add", "max", "clamp", "cat", "clone"} <= set(names)
+    assert "gemm" not in names and "bernoulli" not in names
+
+
+CHOICE_PROGRAM = """
+#include <cstdio>
+#include "runtime/infini/implementation_choice.h"
+using namespace torch_infini::runtime::infini;
+int main() {
+  const std::vector<Implementation> abs = {%(Abs)s}, add = {%(Add)s}, gemm = {%(Gemm)s}, clamp = {%(Clamp)s};
+  auto yes = [] { return true; };
+  auto no = [] { return false; };
+  std::printf("%%d %%d %%d %%d %%d %%d %%d %%d\\n",
+              choose_implementation(abs, 0, true, yes, yes),     // ATen-backed only
+              choose_implementation(abs, 1, true, yes, yes),     // none on nvidia
+              choose_implementation(add, 0, true, yes, yes),     // native 0
+              choose_implementation(add, 0, true, no, yes),      // native refuses, no index 8
+              choose_implementation(gemm, 1, true, yes, yes),    // native on nvidia
+              choose_implementation(clamp, 1, true, no, yes),    // native refuses: ATen-backed
+              choose_implementation(clamp, 1, false, yes, yes),  // a hand entry owns native
+              choose_implementation(clamp, 1, true, no, no));    // nothing fits
+}
+"""
+
+
+def test_implementation_choice_on_the_stub(stub_install, tmp_path):
+    impls = ib.implementations_from_symbols((stub_install / "lib" / "libinfiniops.so").read_bytes())
+    lists = {op: ", ".join(f"{{{d}, {i}}}" for d, ix in devs.items() for i in ix) for op, devs in impls.items()}
+    source = tmp_path / "choice.cpp"
+    source.write_text(CHOICE_PROGRAM % lists)
+    program = tmp_path / "choice"
+    subprocess.run([CXX, "-std=c++17", f"-I{REPO / 'csrc'}", str(source), "-o", str(program)],
+                   check=True, capture_output=True, timeout=120)
+    out = subprocess.run([str(program)], check=True, capture_output=True, text=True).stdout.split()
+    assert out == ["8", "-1", "0", "-1", "0", "8", "8", "-1"]
+
+
+def test_with_torch_allowlist_comes_from_the_operator_headers(tmp_path):
+    base = tmp_path / "include" / "base"
+    base.mkdir(parents=True)
+    for name in ("abs", "sum", "internal_softmax", "gemm", "bernoulli"):
+        (base / f"{name}.h").write_text("")
+    out = subprocess.run([sys.executable, str(REPO / "tools" / "infiniops_binding.py"), "--torch-allowlist",
+                          str(tmp_path)], check=True, capture_output=True, text=True).stdout.strip()
+    # gemm has no ATen operator; bernoulli draws random numbers (the host does).
+    assert out.split(",") == ["_softmax", "abs", "sum"]
