@@ -106,11 +106,14 @@ HAND_BOUND: dict[str, tuple[str, ...]] = {
     "swiglu": ("infini::swiglu",),
 }
 
-#: The ATen overloads torch-infini's hand-mapped Infini provider serves
-#: today (csrc/runtime/infini/: infini_gemm.cpp, infini_pointwise.cpp,
-#: infini_cat.cpp, infini_kernels.cpp and ops/add.cpp, ops/fused.cpp), with
-#: the InfiniOps operator each runs on. Functional forms reach it through
-#: their out= twins. It serves them where that operator is native.
+#: The ATen overloads torch-infini's Infini provider serves through its
+#: hand-written entries (csrc/runtime/infini/: infini_gemm.cpp,
+#: infini_native.cpp's Mul/Relu/Silu limits, infini_cat.cpp,
+#: infini_kernels.cpp and ops/add.cpp, ops/fused.cpp), with the InfiniOps
+#: operator each runs on. Functional forms reach it through their out=
+#: twins. The generic binding (tools/infiniops_binding.py) serves more on a
+#: given install, as `python -m torch_infini --ops` lists there: this list is
+#: the floor, not the whole.
 PROVIDER_TODAY: dict[str, str] = {
     **dict.fromkeys(("aten::mm.out", "aten::addmm.out", "aten::addmm_", "aten::bmm.out", "aten::baddbmm.out",
                      "aten::baddbmm_", "aten::addmv.out", "aten::addmv_", "aten::mm", "aten::addmm",
