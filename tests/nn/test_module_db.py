@@ -1,7 +1,8 @@
 """PyTorch's ModuleInfo database on infini, CPU PyTorch as the oracle.
 
 Every module of ``common_modules.module_db``, in float32 and bfloat16, in
-training mode (and eval mode where the two differ), every sample: outputs,
+training mode (and eval mode where the two differ), the first
+``SAMPLES_PER_CASE`` samples of each case: outputs,
 input and parameter gradients and buffers, bit for bit (see
 ``module_db_harness``). Every case passes, except the reviewed list in
 ``module_known_failures``, whose cases must still fail. On the Infini stack,
