@@ -36,15 +36,7 @@ from build_config import (  # noqa: E402
     resolve_infini_ccl,
     resolve_infini_stack,
 )
-from infiniops_binding import (  # noqa: E402
-    aten_schemas_from_torch,
-    bind,
-    drop_abstract_aten_backed,
-    implementations_from_symbols,
-    parse_signatures,
-    render_cpp,
-    render_index,
-)
+from infiniops_binding import load_rules  # noqa: E402  (torch_infini/infiniops_binding.py, by path)
 from build_progress import open_terminal, progress_enabled, say, terminal_progress  # noqa: E402
 
 METADATA_NAME = "_build_info.json"
@@ -62,25 +54,26 @@ BINDING_CHUNKS = 4
 
 def generate_bindings(stack) -> tuple[list[str], int]:
     """Writes the binding table of what the installed InfiniOps offers
-    (tools/infiniops_binding.py), returning its sources and how many
+    (torch_infini/infiniops_binding.py), returning its sources and how many
     overloads it binds. Files are rewritten only when they change."""
+    rules = load_rules()
     header = next(Path(d) / "infini" / "operator_call_instantiations.h" for d in stack.ops_include_dirs
                   if (Path(d) / "infini" / "operator_call_instantiations.h").is_file())
     library = next(Path(d) / "libinfiniops.so" for d in stack.ops_library_dirs
                    if (Path(d) / "libinfiniops.so").is_file())
-    signatures = parse_signatures(header.read_text(errors="replace"))
-    report = bind(signatures, aten_schemas_from_torch())
+    signatures = rules.parse_signatures(header.read_text(errors="replace"))
+    report = rules.bind(signatures, rules.aten_schemas_from_torch())
     data = library.read_bytes()
-    implementations = implementations_from_symbols(data)
-    abstract = drop_abstract_aten_backed(data, implementations, signatures)
+    implementations = rules.implementations_from_symbols(data)
+    abstract = rules.drop_abstract_aten_backed(data, implementations, signatures)
     if abstract:
         print("torch_infini: InfiniOps' ATen-backed " + ", ".join(abstract) + " cannot be made "
               "(abstract: an overload is not implemented); not used", flush=True)
     out = ROOT / GENERATED
     out.mkdir(parents=True, exist_ok=True)
-    texts = {f"infini_bindings_{i}.cpp": render_cpp(report, implementations, i, BINDING_CHUNKS)
+    texts = {f"infini_bindings_{i}.cpp": rules.render_cpp(report, implementations, i, BINDING_CHUNKS)
              for i in range(BINDING_CHUNKS)}
-    texts["infini_bindings.cpp"] = render_index(BINDING_CHUNKS, implementations)
+    texts["infini_bindings.cpp"] = rules.render_index(BINDING_CHUNKS, implementations)
     # What the build read from the installs, as a header the provider's
     # files include (not -D flags: those would recompile every file when the
     # installs change).

@@ -6,7 +6,7 @@ listing ``Make`` instantiations as InfiniOps writes them, and a small
 ``Operator<Op, device type, index>`` for the implementations it "has".
 Against it:
 
-* the binding rules (tools/infiniops_binding.py) bind each operator to the
+* the binding rules (torch_infini/infiniops_binding.py) bind each operator to the
   ATen ``.out`` overloads of the running PyTorch whose public signature it
   has, serve in-place overloads through them, and leave the rest unbound
   with the reason;
@@ -28,9 +28,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tools"))
-
-import infiniops_binding as ib  # noqa: E402
+from torch_infini import infiniops_binding as ib  # noqa: E402
 
 CXX = shutil.which(os.environ.get("CXX", "c++"))
 
@@ -59,6 +57,8 @@ STUB_HEADER = "\n".join([
     _make("Cat", "std::vector<Tensor> tensors", "int64_t dim", "Tensor out"),
     _make("Bernoulli", "Tensor input", "Tensor out"),
     _make("Gemm", "Tensor a", "Tensor b", "std::optional<float> alpha", "Tensor y"),
+    # ATen's _softmax: a class in a namespace, as InfiniOps generates ATen's _, linalg_, special_, fft_ names.
+    _make("internal::Softmax", "Tensor input", "int64_t dim", "bool half_to_float", "Tensor out"),
     # Names that are not ATen's: not bound.
     _make("Sub", "Tensor a", "Tensor b", "Tensor c"),
     "}  // namespace infini::ops",
@@ -66,7 +66,8 @@ STUB_HEADER = "\n".join([
 ])
 
 # Operator<Op, Device::Type, index> for: Abs {cpu: 8}, Sum {cpu: 8},
-# Add {cpu: 0, 1}, Gemm {cpu: 0, 2; nvidia: 0}, Clamp {nvidia: 0, 8};
+# Add {cpu: 0, 1}, Gemm {cpu: 0, 2; nvidia: 0}, Clamp {nvidia: 0, 8},
+# internal::Softmax {cpu: 8};
 # and the generic dispatching Operator<Abs, kCount, 0>, which is no implementation.
 STUB_LIBRARY = """
 namespace infini::rt {
@@ -74,6 +75,7 @@ struct Device { enum class Type { kCpu, kNvidia, kCambricon, kAscend, kMetax, kM
 }
 namespace infini::ops {
 struct Abs; struct Sum; struct Add; struct Gemm; struct Clamp;
+namespace internal { struct Softmax; }
 template <typename Key, rt::Device::Type device_type, unsigned long index>
 struct Operator { Operator(); virtual ~Operator(); void operator()(int) const; };
 template <typename Key, rt::Device::Type device_type, unsigned long index>
@@ -95,6 +97,7 @@ template struct Operator<Gemm, T::kCpu, 2>;
 template struct Operator<Gemm, T::kNvidia, 0>;
 template struct Operator<Clamp, T::kNvidia, 0>;
 template struct Operator<Clamp, T::kNvidia, 8>;
+template struct Operator<internal::Softmax, T::kCpu, 8>;
 }
 """
 
@@ -145,6 +148,9 @@ def test_out_overloads_bind_by_signature(report):
     add = _binding(report, "aten::add.out")
     # A Scalar becomes a double, checked per call (kScalar), not a plain float.
     assert [p.kind for p in add.params] == ["kTensor", "kTensor", "kScalar", "kTensor"]
+    softmax = _binding(report, "aten::_softmax.out")  # ATen's _softmax is InfiniOps' internal::Softmax
+    assert softmax.operator == "internal::Softmax" and [p.name for p in softmax.params] == [
+        "input", "dim", "half_to_float", "out"]
     clamp = _binding(report, "aten::clamp.out")
     assert [p.kind for p in clamp.params] == ["kTensor", "kOptionalScalar", "kOptionalScalar", "kTensor"]
     assert [p.kind for p in _binding(report, "aten::cat.out").params] == ["kTensorList", "kInt", "kTensor"]
@@ -210,7 +216,7 @@ def test_schema_strings_parse():
 def test_implementations_are_read_from_the_library(stub_install):
     impls = ib.implementations_from_symbols((stub_install / "lib" / "libinfiniops.so").read_bytes())
     assert impls == {"Abs": {0: [8]}, "Add": {0: [0, 1]}, "Clamp": {1: [0, 8]},
-                     "Gemm": {0: [0, 2], 1: [0]}, "Sum": {0: [8]}}
+                     "Gemm": {0: [0, 2], 1: [0]}, "Sum": {0: [8]}, "internal::Softmax": {0: [8]}}
 
 
 def test_abstract_aten_backed_classes_are_not_used(stub_install, report):
@@ -234,6 +240,7 @@ def test_generated_table_names_the_make_signature_and_implementations(stub_insta
     index = ib.render_index(3, impls)
     assert "add_generated_bindings_2" in index
     assert '{"Gemm", {{0, 0}, {0, 2}, {1, 0}}},' in index
+    assert 'make_binding<::infini::ops::internal::Softmax, Tensor, int64_t, bool, Tensor>(' in text
 
 
 def test_torch_allowlist_is_what_binds(report):

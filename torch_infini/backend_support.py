@@ -86,8 +86,10 @@ COMPOSED = frozenset({
 
 #: Where InfiniOps deliberately differs from ATen: the hand-written
 #: operators and the ATen overloads they stand for (each with its
-#: functional, in-place and out= forms). Kept here until the shared binding
-#: module of the generic-InfiniOps work replaces :func:`aten_bindings`.
+#: functional, in-place and out= forms), and native kernels of operators
+#: whose InfiniOps API is not an ATen schema's (gelu, softmax, embedding,
+#: convolution: a fused or reduced argument list) that the Infini provider
+#: could serve with one adaptation each.
 HAND_BOUND: dict[str, tuple[str, ...]] = {
     "add": ("aten::add.out",),  # alpha
     "mul": ("aten::mul.out",),
@@ -111,7 +113,7 @@ HAND_BOUND: dict[str, tuple[str, ...]] = {
 #: infini_native.cpp's Mul/Relu/Silu limits, infini_cat.cpp,
 #: infini_kernels.cpp and ops/add.cpp, ops/fused.cpp), with the InfiniOps
 #: operator each runs on. Functional forms reach it through their out=
-#: twins. The generic binding (tools/infiniops_binding.py) serves more on a
+#: twins. The generic binding (torch_infini/infiniops_binding.py) serves more on a
 #: given install, as `python -m torch_infini --ops` lists there: this list is
 #: the floor, not the whole.
 PROVIDER_TODAY: dict[str, str] = {
@@ -212,22 +214,41 @@ def is_random(overload: str) -> bool:
 @functools.lru_cache(maxsize=None)
 def aten_bindings(pin: str = CURRENT_PIN) -> dict[str, tuple[str, ...]]:
     """ATen overload -> the InfiniOps operators (of the pin's matrix) that
-    serve it.
+    serve it, by the rules the build binds an install with
+    (:mod:`torch_infini.infiniops_binding`).
 
-    The interim binding rules, in one place: an operator generated from ATen
-    ``.out`` schemas serves those overloads and their functional and
-    in-place forms (ATen's groups; its arguments follow the ``.out`` schema);
-    a hand-written operator serves the overloads of :data:`HAND_BOUND` and
-    their forms. When the shared binding module of the generic-InfiniOps
-    work lands, this function should return what it says."""
+    An operator generated from ATen ``.out`` schemas has those schemas'
+    public signatures (that is how InfiniOps generates it), so the matrix's
+    overloads are offered to :func:`~torch_infini.infiniops_binding.bind` as
+    an install would offer them: what binds there (and its in-place and
+    functional forms) binds here, and what the build leaves out (random
+    overloads, those writing an input such as batch norm's running
+    statistics, namespaced classes) is left out here. A hand-written
+    operator serves the overloads of :data:`HAND_BOUND`. Each bound overload
+    serves its functional, in-place and out= forms: the ops layer queues a
+    functional call as its out= twin."""
+    from . import infiniops_binding as rules
+
     operators = load_matrix(pin)["operators"]
-    bound: dict[str, set[str]] = {}
+    schemas = {s.qualified: s for s in rules.aten_schemas_from_torch()}
+    signatures: dict[str, list[tuple]] = {}
+    name_of: dict[str, str] = {}
     for name, row in operators.items():
-        for overload in (*row["aten_out"], *HAND_BOUND.get(name, ())):
-            if writes_an_input(overload):
-                continue  # (batch norm's running statistics): not bound, as the provider binds
-            for twin in aten_twins(overload):
-                bound.setdefault(twin, set()).add(name)
+        name_of[row["class"]] = name
+        for overload in row["aten_out"]:
+            expected = rules.expected_signature(schemas[overload]) if overload in schemas else "unknown"
+            if not isinstance(expected, str):
+                signatures.setdefault(row["class"], []).append(
+                    tuple(rules.Param(p.cpp_type, p.name) for p in expected[0]))
+    bound: dict[str, set[str]] = {}
+    for binding in rules.bind(signatures, schemas.values()).bindings:
+        for twin in aten_twins(binding.aten):
+            bound.setdefault(twin, set()).add(name_of[binding.operator])
+    for name, overloads in HAND_BOUND.items():
+        if name in operators:
+            for overload in overloads:
+                for twin in aten_twins(overload):
+                    bound.setdefault(twin, set()).add(name)
     return {overload: tuple(sorted(ops)) for overload, ops in bound.items()}
 
 

@@ -1,0 +1,575 @@
+"""The rules binding InfiniOps operators to ATen overloads, in one place.
+
+InfiniOps shapes its public operator API after PyTorch's on purpose (its
+``docs/operator-api-alignment.md``): most operators are generated from ATen
+``.out`` schemas. An operator's public signature is its ``.out`` schema
+with these changes:
+
+- ``self`` becomes ``input``;
+- the outputs (keyword-only written tensors) come last, as in the schema;
+- ``Scalar``/``float`` become ``double``, ``int``/``SymInt`` ``int64_t``,
+  ``int[]`` ``std::vector<int64_t>``, ``ScalarType`` ``DataType``, ``str``
+  ``std::string``, ``Tensor[]`` ``std::vector<Tensor>``;
+- an optional ``T?`` becomes ``std::optional<T'>`` (``Tensor?[]``:
+  ``std::vector<std::optional<Tensor>>``);
+- ``Generator?``, ``Layout?``, ``Device?`` and ``MemoryFormat?`` are not in
+  the API: the ATen-backed implementation passes ``None``.
+
+This module is pure (no import of torch_infini, torch only to list ATen's
+schemas): it reads what an installed InfiniOps offers
+(``operator_call_instantiations.h``, the library's symbols) and ATen schema
+strings, and says which overload binds to which operator and how each
+argument converts. It is the one copy of these rules: the build
+(``setup.py``, which loads this file by path before the package exists)
+generates the provider's binding table from it (``render_cpp``), and the
+package uses it at run time to say what each InfiniOps backend serves
+(``torch_infini.backend_support``: the support matrix's generated operators
+bound by :func:`bind`, as the build binds an install). No InfiniOps source
+tree is read. ``python tools/infiniops_binding.py`` is its command line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+#: InfiniRT ``Device::Type`` values (``include/infini/rt/detail/device.h``).
+DEVICE_TYPES = ("cpu", "nvidia", "cambricon", "ascend", "metax", "moore", "iluvatar", "hygon")
+#: ``Device::Type::kCount``: the generic (dispatching) operator, not an implementation.
+DEVICE_TYPE_COUNT = len(DEVICE_TYPES)
+#: The implementation index of InfiniOps' ATen-backed implementations (WITH_TORCH=ON).
+ATEN_BACKED_INDEX = 8
+
+#: ATen types the API leaves out; a call binds only when they are None.
+HIDDEN_TYPES = frozenset({"Layout?", "Device?", "MemoryFormat?"})
+
+#: How one InfiniOps argument is made from the boxed ATen value: the
+#: ``ArgKind`` names of ``csrc/runtime/infini/infini_binding.h``.
+_KIND_BY_CPP = {
+    "Tensor": "kTensor",
+    "std::optional<Tensor>": "kOptionalTensor",
+    "std::vector<Tensor>": "kTensorList",
+    "std::vector<std::optional<Tensor>>": "kOptionalTensorList",
+    "double": "kDouble",
+    "std::optional<double>": "kOptionalDouble",
+    "int64_t": "kInt",
+    "std::optional<int64_t>": "kOptionalInt",
+    "bool": "kBool",
+    "std::optional<bool>": "kOptionalBool",
+    "std::vector<int64_t>": "kIntList",
+    "std::optional<std::vector<int64_t>>": "kOptionalIntList",
+    "std::optional<std::vector<double>>": "kOptionalDoubleList",
+    "DataType": "kDataType",
+    "std::optional<DataType>": "kOptionalDataType",
+    "std::string": "kString",
+    "std::optional<std::string>": "kOptionalString",
+}
+
+
+def _base_cpp_type(aten_type: str) -> str | None:
+    """The C++ type of a required ATen type, or None where the API has none."""
+    t = aten_type
+    if re.fullmatch(r"Tensor(\([a-z]!?\))?", t):
+        return "Tensor"
+    if t == "Tensor[]":
+        return "std::vector<Tensor>"
+    if t in ("Scalar", "float"):
+        return "double"
+    if t in ("int", "SymInt"):
+        return "int64_t"
+    if t == "bool":
+        return "bool"
+    if re.fullmatch(r"(int|SymInt)\[\d*\]", t):
+        return "std::vector<int64_t>"
+    if re.fullmatch(r"float\[\d*\]", t):
+        return "std::vector<double>"
+    if t == "ScalarType":
+        return "DataType"
+    if t == "str":
+        return "std::string"
+    return None
+
+
+def cpp_type_of(aten_type: str) -> str | None:
+    """The InfiniOps C++ type of an ATen schema type (``int[1]?`` ->
+    ``std::optional<std::vector<int64_t>>``), or None where it has none."""
+    if aten_type == "Tensor?[]":
+        return "std::vector<std::optional<Tensor>>"
+    if aten_type.endswith("?"):
+        inner = _base_cpp_type(aten_type[:-1])
+        return f"std::optional<{inner}>" if inner else None
+    return _base_cpp_type(aten_type)
+
+
+@dataclass(frozen=True)
+class AtenArg:
+    """One argument of an ATen schema."""
+
+    name: str
+    type: str          # as the schema writes it, alias annotation removed: "Tensor", "int[1]?"
+    kwarg_only: bool
+    written: bool      # Tensor(a!)
+
+
+@dataclass(frozen=True)
+class AtenSchema:
+    name: str          # "aten::sum"
+    overload: str      # "IntList_out"
+    arguments: tuple[AtenArg, ...]
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.name}.{self.overload}" if self.overload else self.name
+
+    @property
+    def outputs(self) -> list[int]:
+        """Indexes of the keyword-only written tensors (an ``.out`` overload's outputs)."""
+        return [i for i, a in enumerate(self.arguments) if a.written and a.kwarg_only]
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, current = [], 0, []
+    for ch in text:
+        if ch in "([<":
+            depth += 1
+        elif ch in ")]>":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+        else:
+            current.append(ch)
+    if "".join(current).strip():
+        parts.append("".join(current).strip())
+    return parts
+
+
+def parse_schema(text: str) -> AtenSchema:
+    """``aten::sum.IntList_out(Tensor self, int[1]? dim, ..., *, Tensor(a!) out) -> Tensor(a!)``."""
+    head, _, rest = text.partition("(")
+    depth, end = 1, 0
+    for end, ch in enumerate(rest):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0:
+            break
+    name, _, overload = head.strip().partition(".")
+    args, kwarg_only = [], False
+    for part in _split_top(rest[:end]):
+        if part == "*":
+            kwarg_only = True
+            continue
+        decl = part.split("=", 1)[0].strip()
+        type_text, _, arg_name = decl.rpartition(" ")
+        written = "!" in type_text
+        clean = re.sub(r"\([a-z]+!?\)", "", type_text)
+        args.append(AtenArg(arg_name, clean, kwarg_only, written))
+    return AtenSchema(name, overload, tuple(args))
+
+
+def public_name(aten_name: str) -> str:
+    """InfiniOps' snake-case name of an ATen operator (``_softmax`` ->
+    ``internal_softmax``, ``add_`` -> ``add``)."""
+    base = aten_name.split("::")[-1]
+    prefix = ""
+    if base.startswith("_"):
+        prefix, base = "internal_", base.lstrip("_")
+    if base.endswith("_") and not base.endswith("__"):
+        base = base[:-1]
+    return prefix + base
+
+
+def pascal(snake: str) -> str:
+    return "".join(p[:1].upper() + p[1:] for p in snake.split("_"))
+
+
+def operator_snake(cls: str) -> str:
+    """InfiniOps' snake-case name of an operator class, the name of its
+    ``base/<name>.h`` header: ``Gemm`` -> ``gemm``, ``internal::Softmax`` ->
+    ``internal_softmax``, ``linalg::Cholesky`` -> ``linalg_cholesky``
+    (generated operators of ATen's ``_``, ``linalg_``, ``special_`` and
+    ``fft_`` families live in namespaces)."""
+    *namespaces, name = cls.split("::")
+    return "_".join([*namespaces, re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()])
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of an InfiniOps public signature."""
+
+    cpp_type: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """How InfiniOps parameter ``name`` is made: from ATen argument ``aten_index``."""
+
+    name: str
+    cpp_type: str
+    kind: str          # an ArgKind name
+    aten_index: int
+    output: bool       # an output tensor
+
+
+@dataclass(frozen=True)
+class Binding:
+    """An ATen overload bound to an InfiniOps operator's public signature."""
+
+    aten: str                        # "aten::sum.IntList_out"
+    operator: str                    # "Sum"
+    params: tuple[Conversion, ...]   # in InfiniOps' order
+    must_be_none: tuple[int, ...]    # ATen arguments the API leaves out
+
+    @property
+    def cpp_types(self) -> tuple[str, ...]:
+        return tuple(p.cpp_type for p in self.params)
+
+
+def expected_signature(schema: AtenSchema) -> tuple[tuple[Conversion, ...], tuple[int, ...]] | str:
+    """The InfiniOps signature an ``.out`` overload corresponds to, with the
+    arguments that must be None; or why it has none (a string)."""
+    if not schema.outputs:
+        return "not an .out overload (no keyword-only output)"
+    params, hidden = [], []
+    for i, arg in enumerate(schema.arguments):
+        if arg.type == "Generator?":
+            return "draws random numbers (the host draws them, as on the CPU)"
+        if arg.type in HIDDEN_TYPES:
+            hidden.append(i)
+            continue
+        cpp = cpp_type_of(arg.type)
+        if cpp is None or cpp not in _KIND_BY_CPP:
+            return f"argument {arg.name}: ATen type {arg.type} has no InfiniOps counterpart"
+        if arg.written and not arg.kwarg_only:
+            return "writes an argument that is not an output"
+        kind = _KIND_BY_CPP[cpp]
+        if arg.type in ("Scalar", "Scalar?"):
+            kind = kind.replace("Double", "Scalar")  # a Scalar read as a double: checked per call
+        name = "input" if arg.name == "self" else arg.name
+        params.append(Conversion(name, cpp, kind, i, arg.written and arg.kwarg_only))
+    if not params or params[0].cpp_type not in ("Tensor", "std::vector<Tensor>"):
+        return "its first argument is not a tensor (InfiniOps picks the device from it)"
+    return tuple(params), tuple(hidden)
+
+
+_MAKE = re.compile(
+    r"Operator<::infini::ops::((?:\w+::)*\w+)>::Make<[^;]*?>\(const Config& config, (.*?)\);", re.S)
+
+
+def _normalize(cpp: str) -> str:
+    cpp = re.sub(r"\bconst\b", "", cpp).replace("&", "")
+    cpp = re.sub(r"\s+", " ", cpp).strip()
+    cpp = re.sub(r"\s*([<>,])\s*", r"\1", cpp).replace(",", ", ")
+    cpp = re.sub(r"^(::)?(infini::ops::)", "", cpp)
+    return cpp.replace("std::int64_t", "int64_t")
+
+
+def parse_signatures(instantiations: str) -> dict[str, list[tuple[Param, ...]]]:
+    """Every public signature per operator, from the ``Make`` instantiations
+    of InfiniOps' ``operator_call_instantiations.h``."""
+    found: dict[str, list[tuple[Param, ...]]] = {}
+    for match in _MAKE.finditer(instantiations):
+        op, params_text = match.group(1), match.group(2)
+        params = []
+        for part in _split_top(params_text):
+            type_text, _, name = part.rpartition(" ")
+            params.append(Param(_normalize(type_text), name))
+        signatures = found.setdefault(op, [])
+        if tuple(params) not in signatures:
+            signatures.append(tuple(params))
+    return found
+
+
+#: Where a mangled ``infini::ops::Operator<Op, Device::Type, index>`` begins:
+#: ``Op``'s nested name follows (``3Abs``, ``8internal7Softmax``), then ``E``.
+_OPERATOR = re.compile(rb"(_ZNK6infini3ops)?8OperatorINS0_")
+#: What follows the nested name: the device type and index, then ``cl``
+#: where the symbol is an ``operator()``.
+_OPERATOR_ARGS = re.compile(rb"LNS_2rt6Device4TypeE(\d+)ELm(\d+)EE(cl[A-Za-z0-9_]*)?")
+_SOURCE_NAME = re.compile(rb"(\d{1,3})")
+
+
+def _operator_symbols(data: bytes):
+    """(class, device type, index, whole symbol if an ``operator()``) for each
+    mangled ``Operator<Op, device, index>`` in ``data``; the class's source
+    names are length-prefixed (``8internal7Softmax`` -> ``internal::Softmax``)."""
+    for match in _OPERATOR.finditer(data):
+        parts, i = [], match.end()
+        while (length := _SOURCE_NAME.match(data, i)) is not None:
+            n = int(length.group(1))
+            name = data[length.end():length.end() + n]
+            if len(name) != n or not re.fullmatch(rb"[A-Za-z_][A-Za-z0-9_]*", name):
+                break
+            parts.append(name.decode())
+            i = length.end() + n
+        if not parts or data[i:i + 1] != b"E":
+            continue
+        args = _OPERATOR_ARGS.match(data, i + 1)
+        if args is None:
+            continue
+        call = args.group(3) if match.group(1) else None
+        yield "::".join(parts), int(args.group(1)), int(args.group(2)), (
+            data[match.start():args.end()] if call else None)
+
+
+def implementations_from_symbols(data: bytes) -> dict[str, dict[int, list[int]]]:
+    """Which implementation indices ``Operator<Op, device type, index>`` has
+    per InfiniRT device type, from the mangled names in libinfiniops (its
+    dynamic symbol table or the whole file): what was compiled, not guessed."""
+    found: dict[str, dict[int, set[int]]] = {}
+    for name, device, index, _ in _operator_symbols(data):
+        if device < DEVICE_TYPE_COUNT:
+            found.setdefault(name, {}).setdefault(device, set()).add(index)
+    return {op: {d: sorted(ix) for d, ix in sorted(devs.items())} for op, devs in sorted(found.items())}
+
+
+def drop_abstract_aten_backed(data: bytes, implementations: dict[str, dict[int, list[int]]],
+                              signatures: Mapping[str, list[tuple[Param, ...]]]) -> list[str]:
+    """Removes ATen-backed implementations (index 8) that cannot be made.
+
+    InfiniOps' generated ATen-backed class overrides each public overload it
+    could map to an ATen schema; where it skipped one (at 1f6f9c2: the
+    deprecated in-place overloads of ``Sub`` and ``Div``) the class stays
+    abstract, and ``Make`` for it dereferences a null operator (a crash,
+    not an error). Such a class has fewer ``operator()`` symbols in the
+    library than the operator has public signatures. Returns the operators
+    whose index 8 was dropped."""
+    calls: dict[tuple[str, int, int], set[bytes]] = {}
+    for name, device, index, call in _operator_symbols(data):
+        if call is not None:
+            calls.setdefault((name, device, index), set()).add(call)
+    dropped = []
+    for op, devices in implementations.items():
+        wanted = len(signatures.get(op, ()))
+        for device, indices in devices.items():
+            if ATEN_BACKED_INDEX in indices and len(calls.get((op, device, ATEN_BACKED_INDEX), ())) < wanted:
+                indices.remove(ATEN_BACKED_INDEX)
+                if op not in dropped:
+                    dropped.append(op)
+    return sorted(dropped)
+
+
+@dataclass
+class BindingReport:
+    """What binding found: the bindings, and why the rest of the operators have none."""
+
+    bindings: list[Binding] = field(default_factory=list)
+    unbound_operators: dict[str, str] = field(default_factory=dict)
+
+
+def bind(signatures: Mapping[str, list[tuple[Param, ...]]],
+         schemas: Iterable[AtenSchema]) -> BindingReport:
+    """Binds every ATen ``.out`` overload whose expected InfiniOps signature
+    (``expected_signature``) an installed operator has, names and types."""
+    classes = {operator_snake(op): op for op in signatures}
+    by_public: dict[str, list[AtenSchema]] = {}
+    for schema in schemas:
+        if schema.name.startswith("aten::"):
+            public = public_name(schema.name)
+            by_public.setdefault(classes.get(public, pascal(public)), []).append(schema)
+    report = BindingReport()
+    for op in sorted(signatures):
+        # Arguments are matched by name and type: a few operators order them
+        # otherwise than ATen (IndexSelect(input, index, dim, out)).
+        offered = {tuple(sorted((p.cpp_type, p.name) for p in sig)): sig for sig in signatures[op]}
+        bound = False
+        for schema in sorted(by_public.get(op, []), key=lambda s: s.qualified):
+            expected = expected_signature(schema)
+            if isinstance(expected, str):
+                continue
+            params, hidden = expected
+            signature = offered.get(tuple(sorted((p.cpp_type, p.name) for p in params)))
+            if signature is not None:
+                by_name = {p.name: p for p in params}
+                ordered = tuple(by_name[p.name] for p in signature)
+                report.bindings.append(Binding(schema.qualified, op, ordered, hidden))
+                bound = True
+        if not bound:
+            report.unbound_operators[op] = (
+                "no ATen .out overload of that name" if op not in by_public
+                else "no ATen .out overload with its signature")
+    report.bindings.extend(_inplace_bindings(report.bindings, by_public))
+    report.bindings.extend(_functional_bindings(report.bindings, by_public))
+    report.bindings.sort(key=lambda b: b.aten)
+    return report
+
+
+def _functional_bindings(bindings: list[Binding], by_public: Mapping[str, list[AtenSchema]]) -> list[Binding]:
+    """Functional overloads (``relu``) served by a bound ``.out`` overload
+    whose inputs are its arguments, writing the results the ops layer
+    allocated: output ``k`` is ATen argument ``len(arguments) + k`` (the
+    ops layer reaches most functional overloads through their ``.out`` twin
+    already; these are the ones whose twin has no CPU kernel of its own)."""
+    schemas = {s.qualified: s for group in by_public.values() for s in group}
+    found = []
+    for binding in bindings:
+        out = schemas.get(binding.aten)
+        if out is None or not out.outputs:
+            continue
+        inputs = [(a.name, a.type) for a in out.arguments if not (a.written and a.kwarg_only)]
+        for schema in by_public.get(binding.operator, []):
+            if (schema.name.endswith("_") or schema.outputs or any(a.written for a in schema.arguments)
+                    or [(a.name, a.type) for a in schema.arguments] != inputs):
+                continue
+            base = len(schema.arguments)
+            outputs = iter(range(base, base + len(out.outputs)))
+            params = tuple(
+                Conversion(p.name, p.cpp_type, p.kind, next(outputs) if p.output else p.aten_index, p.output)
+                for p in binding.params)
+            found.append(Binding(schema.qualified, binding.operator, params, binding.must_be_none))
+    return found
+
+
+def _inplace_bindings(bindings: list[Binding], by_public: Mapping[str, list[AtenSchema]]) -> list[Binding]:
+    """In-place overloads (``abs_``, ``mul_.Tensor``) served by a bound
+    ``.out`` overload with ``out=self``: where the in-place arguments are the
+    ``.out`` overload's inputs (names and types) and it has one output."""
+    schemas = {s.qualified: s for group in by_public.values() for s in group}
+    found = []
+    for binding in bindings:
+        out = schemas[binding.aten]
+        if len(out.outputs) != 1:
+            continue
+        inputs = [(a.name, a.type) for a in out.arguments if not (a.written and a.kwarg_only)]
+        for schema in by_public.get(binding.operator, []):
+            args = schema.arguments
+            if (not schema.name.endswith("_") or not args or not args[0].written
+                    or args[0].kwarg_only or any(a.written for a in args[1:])):
+                continue
+            if [(a.name, a.type) for a in args] != inputs:
+                continue
+            params = tuple(
+                Conversion(p.name, p.cpp_type, p.kind, 0 if p.output else p.aten_index, p.output)
+                for p in binding.params)
+            found.append(Binding(schema.qualified, binding.operator, params, binding.must_be_none))
+    return found
+
+
+def torch_allowlist(report: BindingReport) -> list[str]:
+    """The ATen operator names for InfiniOps' ``WITH_TORCH=ON`` allowlist
+    (``-DINFINI_OPS_TORCH_OPS=...``) that the bound operators come from."""
+    return sorted({b.aten.split("::")[1].split(".")[0] for b in report.bindings})
+
+
+def aten_schemas_from_torch() -> list[AtenSchema]:
+    """The running PyTorch's ATen schemas (the only impure function here)."""
+    import torch
+
+    return [parse_schema(str(s)) for s in torch._C._jit_get_all_schemas()
+            if s.name.startswith("aten::")]
+
+
+def render_cpp(report: BindingReport, implementations: Mapping[str, Mapping[int, list[int]]],
+               chunk: int, chunks: int) -> str:
+    """C++ source of part ``chunk`` (of ``chunks``) of the binding table,
+    for ``csrc/runtime/infini/infini_binding.h``."""
+    mine = [b for i, b in enumerate(report.bindings) if i % chunks == chunk]
+    lines = [
+        "// Generated at build time by torch_infini/infiniops_binding.py from the installed",
+        "// InfiniOps (operator_call_instantiations.h and libinfiniops' symbols). Not committed.",
+        '#include "runtime/infini/infini_binding.h"',
+        "",
+        "namespace torch_infini::runtime::infini {",
+        "namespace {",
+        "using namespace ::infini::ops;  // Tensor, DataType and the operators",
+        "}  // namespace",
+        "",
+        f"void add_generated_bindings_{chunk}(std::vector<Binding>& table) {{",
+    ]
+    for b in mine:
+        types = ", ".join(b.cpp_types)
+        conversions = ", ".join(
+            f"{{ArgKind::{p.kind}, {p.aten_index}, {'true' if p.output else 'false'}}}" for p in b.params)
+        none = ", ".join(str(i) for i in b.must_be_none)
+        impls = ", ".join(
+            f"{{{device}, {index}}}"
+            for device, indices in sorted(implementations.get(b.operator, {}).items())
+            for index in indices)
+        lines.append(
+            f'  table.push_back(make_binding<::infini::ops::{b.operator}, {types}>(\n'
+            f'      "{b.aten}", "{b.operator}", {{{conversions}}}, {{{none}}}, {{{impls}}}));')
+    lines += ["}", "", "}  // namespace torch_infini::runtime::infini", ""]
+    return "\n".join(lines)
+
+
+def render_index(chunks: int, implementations: Mapping[str, Mapping[int, list[int]]] | None = None) -> str:
+    """C++ source gathering the ``chunks`` parts of the table, and every
+    operator's implementations (hand-written entries choose among them)."""
+    decls = "\n".join(f"void add_generated_bindings_{i}(std::vector<Binding>& table);" for i in range(chunks))
+    calls = "\n".join(f"    add_generated_bindings_{i}(table);" for i in range(chunks))
+    impls = "\n".join(
+        f'      {{"{op}", {{{", ".join(f"{{{d}, {i}}}" for d, ix in sorted(devs.items()) for i in ix)}}}}},'
+        for op, devs in sorted((implementations or {}).items()))
+    return (
+        "// Generated at build time by torch_infini/infiniops_binding.py. Not committed.\n"
+        '#include "runtime/infini/infini_binding.h"\n\n'
+        "namespace torch_infini::runtime::infini {\n\n"
+        f"{decls}\n\n"
+        "const std::vector<Binding>& generated_bindings() {\n"
+        "  static const std::vector<Binding> table = [] {\n"
+        "    std::vector<Binding> table;\n"
+        f"{calls}\n"
+        "    return table;\n"
+        "  }();\n"
+        "  return table;\n"
+        "}\n\n"
+        "const std::vector<Implementation>& operator_implementations(const std::string& op) {\n"
+        "  static const std::unordered_map<std::string, std::vector<Implementation>> table = {\n"
+        f"{impls}\n"
+        "  };\n"
+        "  static const std::vector<Implementation> none;\n"
+        "  const auto it = table.find(op);\n"
+        "  return it == table.end() ? none : it->second;\n"
+        "}\n\n"
+        "}  // namespace torch_infini::runtime::infini\n")
+
+
+def bindable_aten_names(schemas: Iterable[AtenSchema], operator_headers: Iterable[str]) -> list[str]:
+    """ATen operator names with an ``.out`` overload the rules can bind and an
+    InfiniOps operator header (``include/base/<name>.h``, any build installs
+    all of them): the allowlist of an InfiniOps ``WITH_TORCH=ON`` build that
+    gives torch-infini every operator it can bind."""
+    headers = set(operator_headers)
+    return sorted({s.name.split("::")[1] for s in schemas
+                   if s.name.startswith("aten::") and public_name(s.name) in headers
+                   and not isinstance(expected_signature(s), str)})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python tools/infiniops_binding.py --torch-allowlist PREFIX``: the
+    comma-separated allowlist for InfiniOps' ``-DINFINI_OPS_TORCH_OPS``, from
+    an installed InfiniOps (any build: its operator headers) or its source
+    tree's ``src/base``; ``--report PREFIX``: what binds in that install, and
+    why the rest does not."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--torch-allowlist", action="store_true")
+    parser.add_argument("--report", action="store_true")
+    parser.add_argument("prefix", help="an InfiniOps install prefix (or source tree)")
+    args = parser.parse_args(argv)
+    from pathlib import Path
+
+    schemas = aten_schemas_from_torch()
+    prefix = Path(args.prefix)
+    base = next((d for d in (prefix / "include" / "base", prefix / "src" / "base") if d.is_dir()), None)
+    if args.torch_allowlist:
+        if base is None:
+            parser.error(f"{prefix}: no include/base (or src/base) operator headers")
+        print(",".join(bindable_aten_names(schemas, (h.stem for h in base.glob("*.h")))))
+    header = prefix / "include" / "infini" / "operator_call_instantiations.h"
+    if args.report:
+        if not header.is_file():
+            parser.error(f"{header} does not exist")
+        report = bind(parse_signatures(header.read_text(errors="replace")), schemas)
+        for b in report.bindings:
+            print(f"{b.aten} -> infini::ops::{b.operator}")
+        for op, why in sorted(report.unbound_operators.items()):
+            print(f"infini::ops::{op}: not bound ({why})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
