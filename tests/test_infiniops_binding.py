@@ -59,6 +59,8 @@ STUB_HEADER = "\n".join([
     _make("Gemm", "Tensor a", "Tensor b", "std::optional<float> alpha", "Tensor y"),
     # ATen's _softmax: a class in a namespace, as InfiniOps generates ATen's _, linalg_, special_, fft_ names.
     _make("internal::Softmax", "Tensor input", "int64_t dim", "bool half_to_float", "Tensor out"),
+    # Generated from the in-place divide_.Scalar (ATen has no divide.Scalar_out): an out= form.
+    _make("Divide", "Tensor input", "double other", "Tensor out"),
     # Names that are not ATen's: not bound.
     _make("Sub", "Tensor a", "Tensor b", "Tensor c"),
     "}  // namespace infini::ops",
@@ -168,6 +170,17 @@ def test_in_place_overloads_are_served_with_out_self(report):
     assert add_.params[-1].aten_index == 0 and add_.params[-1].output
     # max has two outputs: no in-place form
     assert not [b for b in report.bindings if b.aten.startswith("aten::max_")]
+
+
+def test_operators_generated_from_in_place_schemas(report):
+    """InfiniOps makes an in-place-only schema an out= form
+    (divide_.Scalar -> Divide(input, other, out)): the in-place overload
+    passes self as out, the functional one its allocated result."""
+    inplace = _binding(report, "aten::divide_.Scalar")
+    assert [(p.name, p.kind, p.aten_index, p.output) for p in inplace.params] == [
+        ("input", "kTensor", 0, False), ("other", "kScalar", 1, False), ("out", "kTensor", 0, True)]
+    functional = _binding(report, "aten::divide.Scalar")
+    assert [(p.aten_index, p.output) for p in functional.params] == [(0, False), (1, False), (2, True)]
 
 
 def test_functional_overloads_write_the_allocated_results(report):

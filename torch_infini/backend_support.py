@@ -217,8 +217,9 @@ def aten_bindings(pin: str = CURRENT_PIN) -> dict[str, tuple[str, ...]]:
     serve it, by the rules the build binds an install with
     (:mod:`torch_infini.infiniops_binding`).
 
-    An operator generated from ATen ``.out`` schemas has those schemas'
-    public signatures (that is how InfiniOps generates it), so the matrix's
+    An operator generated from ATen ``.out`` (or in-place) schemas has those
+    schemas' public signatures (that is how InfiniOps generates it:
+    :func:`~torch_infini.infiniops_binding.generated_signature`), so the matrix's
     overloads are offered to :func:`~torch_infini.infiniops_binding.bind` as
     an install would offer them: what binds there (and its in-place and
     functional forms) binds here, and what the build leaves out (random
@@ -236,7 +237,7 @@ def aten_bindings(pin: str = CURRENT_PIN) -> dict[str, tuple[str, ...]]:
     for name, row in operators.items():
         name_of[row["class"]] = name
         for overload in row["aten_out"]:
-            expected = rules.expected_signature(schemas[overload]) if overload in schemas else "unknown"
+            expected = rules.generated_signature(schemas[overload]) if overload in schemas else "unknown"
             if not isinstance(expected, str):
                 signatures.setdefault(row["class"], []).append(
                     tuple(rules.Param(p.cpp_type, p.name) for p in expected[0]))

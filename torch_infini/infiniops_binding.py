@@ -254,6 +254,20 @@ def expected_signature(schema: AtenSchema) -> tuple[tuple[Conversion, ...], tupl
     return tuple(params), tuple(hidden)
 
 
+def generated_signature(schema: AtenSchema) -> tuple[tuple[Conversion, ...], tuple[int, ...]] | str:
+    """The public signature InfiniOps generates from an ATen schema: an
+    ``.out`` overload's is :func:`expected_signature`; an in-place one
+    (``masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value)``)
+    becomes an out= form, ``MaskedFill(input, mask, value, out)``: its
+    ``out`` is argument ``len(arguments)``, which the binding of the
+    in-place overload itself passes as ``self``."""
+    args = schema.arguments
+    if not schema.outputs and args and args[0].written and not args[0].kwarg_only:
+        schema = AtenSchema(schema.name, schema.overload, (
+            AtenArg(args[0].name, args[0].type, False, False), *args[1:], AtenArg("out", "Tensor", True, True)))
+    return expected_signature(schema)
+
+
 _MAKE = re.compile(
     r"Operator<::infini::ops::((?:\w+::)*\w+)>::Make<[^;]*?>\(const Config& config, (.*?)\);", re.S)
 
@@ -376,7 +390,7 @@ def bind(signatures: Mapping[str, list[tuple[Param, ...]]],
         offered = {tuple(sorted((p.cpp_type, p.name) for p in sig)): sig for sig in signatures[op]}
         bound = False
         for schema in sorted(by_public.get(op, []), key=lambda s: s.qualified):
-            expected = expected_signature(schema)
+            expected = generated_signature(schema)
             if isinstance(expected, str):
                 continue
             params, hidden = expected
@@ -384,6 +398,9 @@ def bind(signatures: Mapping[str, list[tuple[Param, ...]]],
             if signature is not None:
                 by_name = {p.name: p for p in params}
                 ordered = tuple(by_name[p.name] for p in signature)
+                if not schema.outputs:  # an in-place schema: InfiniOps' out is self
+                    ordered = tuple(Conversion(p.name, p.cpp_type, p.kind, 0 if p.output else p.aten_index,
+                                               p.output) for p in ordered)
                 report.bindings.append(Binding(schema.qualified, op, ordered, hidden))
                 bound = True
         if not bound:
@@ -392,7 +409,12 @@ def bind(signatures: Mapping[str, list[tuple[Param, ...]]],
                 else "no ATen .out overload with its signature")
     report.bindings.extend(_inplace_bindings(report.bindings, by_public))
     report.bindings.extend(_functional_bindings(report.bindings, by_public))
-    report.bindings.sort(key=lambda b: b.aten)
+    # An in-place overload InfiniOps generated itself and that its .out form
+    # also serves: the first binding stands.
+    unique = {}
+    for b in report.bindings:
+        unique.setdefault(b.aten, b)
+    report.bindings = sorted(unique.values(), key=lambda b: b.aten)
     return report
 
 
@@ -406,15 +428,17 @@ def _functional_bindings(bindings: list[Binding], by_public: Mapping[str, list[A
     found = []
     for binding in bindings:
         out = schemas.get(binding.aten)
-        if out is None or not out.outputs:
+        if out is None:
             continue
+        # An .out overload's inputs; an in-place one's arguments (one output).
         inputs = [(a.name, a.type) for a in out.arguments if not (a.written and a.kwarg_only)]
+        count = len(out.outputs) or 1
         for schema in by_public.get(binding.operator, []):
             if (schema.name.endswith("_") or schema.outputs or any(a.written for a in schema.arguments)
                     or [(a.name, a.type) for a in schema.arguments] != inputs):
                 continue
             base = len(schema.arguments)
-            outputs = iter(range(base, base + len(out.outputs)))
+            outputs = iter(range(base, base + count))
             params = tuple(
                 Conversion(p.name, p.cpp_type, p.kind, next(outputs) if p.output else p.aten_index, p.output)
                 for p in binding.params)
