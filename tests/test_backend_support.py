@@ -175,6 +175,19 @@ def test_classify_follows_the_matrix(backend):
     assert support.classify("aten::transpose.int", backend).status == "device"  # a view by its schema
 
 
+def test_served_means_the_provider_runs_it_as_well_as_infiniops_could():
+    """`today` (shown as 'served'): the generic binding or a hand-written
+    entry runs the overload at its status there. _softmax is native on
+    nvidia through InfiniOps' Softmax, whose API is not _softmax's (no entry
+    adapts it yet); the generic binding serves it only ATen-backed."""
+    assert support.classify("aten::abs", "nvidia") == support.Verdict("aten", ("abs",), True)
+    assert support.classify("aten::mm", "cpu").today  # the Gemm entry
+    softmax = support.classify("aten::_softmax", "nvidia")
+    assert softmax.status == "native" and not softmax.today
+    assert support.classify("aten::_softmax", "cpu").today  # ATen-backed there, as bound
+    assert not support.classify("aten::bernoulli.p", "cpu").today  # not bound: the host draws it
+
+
 def test_classify_rejects_an_unknown_backend():
     with pytest.raises(ValueError, match="unknown InfiniOps backend 'cuda'"):
         support.classify("aten::mm", "cuda")

@@ -38,6 +38,7 @@ __all__ = [
     "pins",
     "load_matrix",
     "aten_bindings",
+    "generic_bindings",
     "classify",
     "Verdict",
     "served_overloads",
@@ -212,10 +213,10 @@ def is_random(overload: str) -> bool:
 # --- the binding rules ------------------------------------------------------
 
 @functools.lru_cache(maxsize=None)
-def aten_bindings(pin: str = CURRENT_PIN) -> dict[str, tuple[str, ...]]:
-    """ATen overload -> the InfiniOps operators (of the pin's matrix) that
-    serve it, by the rules the build binds an install with
-    (:mod:`torch_infini.infiniops_binding`).
+def generic_bindings(pin: str = CURRENT_PIN) -> dict[str, tuple[str, ...]]:
+    """ATen overload -> the InfiniOps operators (of the pin's matrix) the
+    generic binding serves it with, by the rules the build binds an install
+    with (:mod:`torch_infini.infiniops_binding`).
 
     An operator generated from ATen ``.out`` (or in-place) schemas has those
     schemas' public signatures (that is how InfiniOps generates it:
@@ -224,10 +225,9 @@ def aten_bindings(pin: str = CURRENT_PIN) -> dict[str, tuple[str, ...]]:
     an install would offer them: what binds there (and its in-place and
     functional forms) binds here, and what the build leaves out (random
     overloads, those writing an input such as batch norm's running
-    statistics, namespaced classes) is left out here. A hand-written
-    operator serves the overloads of :data:`HAND_BOUND`. Each bound overload
-    serves its functional, in-place and out= forms: the ops layer queues a
-    functional call as its out= twin."""
+    statistics) is left out here. Each bound overload serves its functional,
+    in-place and out= forms: the ops layer queues a functional call as its
+    out= twin."""
     from . import infiniops_binding as rules
 
     operators = load_matrix(pin)["operators"]
@@ -245,6 +245,17 @@ def aten_bindings(pin: str = CURRENT_PIN) -> dict[str, tuple[str, ...]]:
     for binding in rules.bind(signatures, schemas.values()).bindings:
         for twin in aten_twins(binding.aten):
             bound.setdefault(twin, set()).add(name_of[binding.operator])
+    return {overload: tuple(sorted(ops)) for overload, ops in bound.items()}
+
+
+@functools.lru_cache(maxsize=None)
+def aten_bindings(pin: str = CURRENT_PIN) -> dict[str, tuple[str, ...]]:
+    """ATen overload -> the InfiniOps operators (of the pin's matrix) that
+    serve it: the generic binding's (:func:`generic_bindings`), and the
+    hand-written operators' of :data:`HAND_BOUND` with their functional,
+    in-place and out= forms."""
+    operators = load_matrix(pin)["operators"]
+    bound = {overload: set(ops) for overload, ops in generic_bindings(pin).items()}
     for name, overloads in HAND_BOUND.items():
         if name in operators:
             for overload in overloads:
@@ -259,7 +270,11 @@ class Verdict:
 
     status: str  # device, native, aten, unserved, composite
     operators: tuple[str, ...] = ()  # the InfiniOps operators bound to it
-    today: bool = False  # served by torch-infini's hand-mapped provider today
+    # Served by torch-infini's Infini provider at that status on an InfiniOps
+    # that has the operator: bound generically, or one of its hand-written
+    # entries. False for a native kernel whose API differs from ATen's and
+    # that no entry adapts yet (HAND_BOUND only: Softmax for _softmax, ...).
+    today: bool = False
     fails: str = ""  # for unserved: "refused" or "fallback" (with TORCH_INFINI_CPU_FALLBACK=1)
 
 
@@ -276,8 +291,14 @@ def classify(overload: str, backend: str, pin: str = CURRENT_PIN, kind: str = "n
     bound = aten_bindings(pin).get(overload, ())
     statuses = sorted((operators[op]["backends"][backend] for op in bound), key=_RANK.__getitem__)
     best = statuses[0] if statuses else "absent"
-    today = overload in PROVIDER_TODAY and operators.get(PROVIDER_TODAY[overload], {}).get(
-        "backends", {}).get(backend) == "native"
+    # Served as well as InfiniOps could: by the generic binding at the same
+    # status (an ATen-backed internal::Softmax does not make _softmax's
+    # native Softmax served), or by a hand-written entry on a native kernel.
+    generic = sorted((operators[op]["backends"][backend] for op in generic_bindings(pin).get(overload, ())),
+                     key=_RANK.__getitem__)
+    today = best != "absent" and (generic[:1] == [best] or (
+        best == "native" and overload in PROVIDER_TODAY
+        and operators.get(PROVIDER_TODAY[overload], {}).get("backends", {}).get(backend) == "native"))
     if kind == "composite" or overload in COMPOSED:
         # Ran as its parts on the host runtime, and they are counted: where an
         # InfiniOps operator would serve it whole (embedding), `operators` says so.

@@ -224,9 +224,10 @@ def format_report(rep: dict[str, Any], limit: int = 12) -> str:
         lines.append(f"  not served: {u['fallback']} overloads would run on the CPU with TORCH_INFINI_CPU_FALLBACK=1, "
                      f"{u['refused']} are refused even then (random operators); without it all are refused")
     t = rep["provider_today"]
-    lines.append(f"  torch-infini's Infini provider today maps {t['overloads']} of these overloads onto InfiniOps "
-                 f"kernels native on {b} ({_pct(t['call_share']).strip()} of calls); the rest it refuses or "
-                 "sends to the fallback")
+    lines.append(f"  torch-infini's Infini provider serves {t['overloads']} of these overloads on {b} "
+                 f"({_pct(t['call_share']).strip()} of calls: native kernels, and ATen-backed ones where InfiniOps "
+                 "is built WITH_TORCH=ON); the other native or ATen-backed ones (not marked 'served') have an "
+                 "InfiniOps API that differs from ATen's, which no entry adapts yet")
     for status, title in GROUPS.items():
         members = [o for o in rep["overloads"] if o["status"] == status]
         if not members:
@@ -243,7 +244,7 @@ def format_report(rep: dict[str, Any], limit: int = 12) -> str:
             if o["fails"]:
                 extra.append("refused there" if o["fails"] == "refused" else "fallback or refusal")
             if o["today"] and status not in ("device",):
-                extra.append("served today")
+                extra.append("served")
             lines.append(f"  {o['op']:<{width}}{o['calls']:>8}  {_pct(o['call_share']):>7}  {_pct(o['time_share']):>7}"
                          + (f"  ({'; '.join(extra)})" if extra else ""))
         if len(shown) < len(members):
