@@ -1,7 +1,7 @@
 #pragma once
 
-// What the generic kernel (ops/aten_kernel.cpp) and its metadata steps
-// (ops/aten_layouts.cpp, ops/aten_meta.cpp) share: how a registered overload
+// What the generic kernel (ops/aten/aten_kernel.cpp) and its metadata steps
+// (ops/aten/aten_layouts.cpp, ops/aten/aten_meta.cpp) share: how a registered overload
 // is run, the outputs' metadata, and a walk over a call's tensor arguments.
 
 #include <ATen/core/Tensor.h>
@@ -41,7 +41,7 @@ struct Plan {
   // the functional overload runs from then on.
   std::shared_ptr<std::atomic<bool>> twin_refuted =
       std::make_shared<std::atomic<bool>>(false);
-  // Non-empty: every call synchronizes and runs directly (ops/aten_registry.h).
+  // Non-empty: every call synchronizes and runs directly (ops/aten/aten_registry.h).
   std::string sync_reason;
   // Elementwise results take their inputs' layout (the meta path's fix-up).
   bool elementwise = false;

@@ -1,4 +1,4 @@
-// The generic boxed kernel: every ATen overload of ops/aten_registry.h.
+// The generic boxed kernel: every ATen overload of ops/aten/aten_registry.h.
 //
 // PyTorch semantics are settled on the calling thread, the same way for
 // every operator: tensors must be on one infini device (CPU 0-dim tensors
@@ -11,11 +11,11 @@
 //   - on one that runs CPU kernels over device memory (the host runtime),
 //     from CPU itself: the first call of each kind (overload, argument
 //     metadata and values) runs directly, on the calling thread after the
-//     stream (ops/aten_direct.h), raising CPU's own errors at the call;
+//     stream (ops/aten/aten_direct.h), raising CPU's own errors at the call;
 //     later calls of that kind are queued with its outputs' metadata;
 //   - elsewhere (the Infini stack, which maps the families of
 //     runtime/aten_ops.h onto InfiniOps), from a run on meta tensors
-//     (ops/aten_meta.h); what it does not map is refused, or runs through
+//     (ops/aten/aten_meta.h); what it does not map is refused, or runs through
 //     the opt-in CPU fallback.
 
 #include <ATen/MemoryOverlap.h>
@@ -35,15 +35,15 @@
 #include "core/InfiniFunctions.h"
 #include "core/InfiniGraph.h"
 #include "core/InfiniStream.h"
-#include "ops/aten_direct.h"
-#include "ops/aten_kernel.h"
-#include "ops/aten_layouts.h"
-#include "ops/aten_meta.h"
-#include "ops/aten_plan.h"
-#include "ops/aten_registry.h"
-#include "ops/backend_policy.h"
+#include "ops/aten/aten_direct.h"
+#include "ops/aten/aten_kernel.h"
+#include "ops/aten/aten_layouts.h"
+#include "ops/aten/aten_meta.h"
+#include "ops/aten/aten_plan.h"
+#include "ops/aten/aten_registry.h"
+#include "ops/aten/backend_policy.h"
 #include "ops/common.h"
-#include "ops/fallback.h"
+#include "ops/fallback/fallback.h"
 #include "ops/op_coverage.h"
 #include "runtime/aten_ops.h"
 #include "runtime/aten_route.h"

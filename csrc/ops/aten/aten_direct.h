@@ -1,6 +1,6 @@
 #pragma once
 
-// The generic kernel's synchronizing path (ops/aten_direct.cpp), on
+// The generic kernel's synchronizing path (ops/aten/aten_direct.cpp), on
 // providers that run CPU kernels over device memory: wait for the current
 // stream, run the CPU kernel on the calling thread, return its results as
 // infini tensors. It serves calls whose results depend on the data, calls
@@ -13,8 +13,8 @@
 
 #include <memory>
 
-#include "ops/aten_layouts.h"
-#include "ops/aten_plan.h"
+#include "ops/aten/aten_layouts.h"
+#include "ops/aten/aten_plan.h"
 
 namespace torch_infini::ops {
 

@@ -1,4 +1,4 @@
-#include "ops/aten_direct.h"
+#include "ops/aten/aten_direct.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
@@ -12,9 +12,9 @@
 
 #include "core/InfiniFunctions.h"
 #include "core/InfiniGenerator.h"
-#include "ops/host_random.h"
+#include "ops/random/host_random.h"
 #include "ops/common.h"
-#include "profiler/device_trace.h"
+#include "runtime/device_trace.h"
 #include "runtime/ivalue_tensors.h"
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
