@@ -30,12 +30,12 @@ bool needs_direct_run(const Plan& plan, c10::ArrayRef<c10::IValue> args,
 // result's shape, or what is written, depends on the data.
 bool indexes_by_mask(c10::ArrayRef<c10::IValue> args);
 
-// Runs the call on `stack` directly, replacing its arguments with its
-// returns. Returns its outputs' metadata (to cache, for a call that may be
-// queued next time).
+// Runs the call on `stack` directly, after the work queued on `target`'s
+// stream, replacing its arguments with its returns. Returns its outputs'
+// metadata (to cache, for a call that may be queued next time).
 std::shared_ptr<const Layouts> run_direct(const Plan& plan,
                                           const c10::OperatorHandle& op,
-                                          c10::Device device,
+                                          const CallTarget& target,
                                           torch::jit::Stack* stack);
 
 }  // namespace torch_infini::ops
