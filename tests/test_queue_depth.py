@@ -13,6 +13,7 @@ import torch
 
 import torch_infini  # noqa: F401
 from infini_testing import hold, on_host
+from hang_guard import HANG_GUARD_S
 
 DEV = torch.device("infini:0")
 DEPTH = 1024
@@ -40,11 +41,11 @@ def run_held(n: int, hold_ms: float) -> tuple[float, float, torch.Tensor]:
     x = torch.zeros(4, device=DEV)
     x.add_(1).sub_(1)  # the operator's first call (its metadata) is not timed
     s.wait_stream(torch.infini.current_stream())
+    start = time.monotonic()  # before the hold: a busy machine only lengthens what is measured
     hold(s, hold_ms)
-    start = time.monotonic()
     thread, done = submit_in_thread(s, x, n)
     thread.start()
-    thread.join(timeout=60)
+    thread.join(timeout=HANG_GUARD_S)
     assert not thread.is_alive()
     s.synchronize()
     end = time.monotonic()
@@ -108,7 +109,7 @@ def test_pending_operations_never_exceed_the_depth():
     thread.start()
     time.sleep(1.0)
     queued_while_held = progress[0]
-    thread.join(timeout=60)
+    thread.join(timeout=HANG_GUARD_S)
     assert not thread.is_alive()
     s.synchronize()
     assert DEPTH - 10 <= queued_while_held <= DEPTH, queued_while_held
