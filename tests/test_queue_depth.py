@@ -104,13 +104,21 @@ def test_pending_operations_never_exceed_the_depth():
                 x.add_(1)
                 progress[0] += 1
 
-    hold(s, 1500)
+    hold(s, 3000)
     thread = threading.Thread(target=produce, daemon=True)
     thread.start()
-    time.sleep(1.0)
+    # No fixed sleep: wait (however long the machine takes) until the
+    # producer is at the depth, then read its progress while the worker is
+    # still held, which the stream's state shows.
+    deadline = time.monotonic() + HANG_GUARD_S
+    while progress[0] < DEPTH - 10 and thread.is_alive():
+        assert time.monotonic() < deadline, "hung: the producer stopped before the depth"
+        time.sleep(0.001)
     queued_while_held = progress[0]
+    held = not s.query()
     thread.join(timeout=HANG_GUARD_S)
     assert not thread.is_alive()
     s.synchronize()
+    assert held, "the worker's hold ended before the producer reached the depth"
     assert DEPTH - 10 <= queued_while_held <= DEPTH, queued_while_held
     assert torch.equal(x.cpu(), torch.full((4,), 3000.0))
