@@ -4,9 +4,15 @@ Without INFINI_RT_PREFIX / INFINI_OPS_PREFIX the extension has the built-in
 host runtime only. With them it also compiles the Infini stack provider.
 
 Release flags (-O2, no debug information) unless TORCH_INFINI_DEBUG=1
-(-O0 -g, assertions on). Progress goes to the terminal even under pip, which
-hides build output without -v (tools/build_progress.py;
+(-O0 -g, assertions on). Progress, one line per compiled file, goes to
+build/torch_infini-build.log and to the terminal, even under pip, which hides
+build output without -v (tools/build_progress.py;
 TORCH_INFINI_BUILD_PROGRESS=0 turns it off).
+
+Every build keeps its objects in build/temp.<platform>-<python>/, the
+editable install's too (pip would use a temporary folder): so after
+`pip install -e .`, `python setup.py build_ext --inplace` recompiles only the
+files that changed.
 """
 
 import glob
@@ -35,9 +41,10 @@ from build_config import (  # noqa: E402
     compile_flags,
     resolve_infini_ccl,
     resolve_infini_stack,
+    stable_build_temp,
 )
 from infiniops_binding import load_rules  # noqa: E402  (torch_infini/infiniops_binding.py, by path)
-from build_progress import open_terminal, progress_enabled, say, terminal_progress  # noqa: E402
+from build_progress import LOG_NAME, build_progress, open_log, open_terminal, progress_enabled, say  # noqa: E402
 
 METADATA_NAME = "_build_info.json"
 
@@ -135,10 +142,23 @@ class BuildWithMetadata(BuildExtension):
     """Writes the build metadata next to the extension, on every build path
     (wheel, editable and in-place), so the import guard always finds it."""
 
+    def finalize_options(self):
+        super().finalize_options()
+        if getattr(self, "editable_mode", False):
+            # pip's editable build hands us a temporary folder, so a later
+            # `setup.py build_ext --inplace` would recompile every file: keep
+            # the objects (and ninja's record of them) where that finds them.
+            self.build_temp = stable_build_temp(self.distribution)
+
     def run(self):
-        # Under pip, stdout is a pipe to pip's log; a terminal of our own shows progress.
+        # Under pip, stdout is a pipe to pip's log: the progress log, and a
+        # terminal where there is one, show each step.
         terminal = open_terminal() if PROGRESS and not sys.stdout.isatty() else None
-        say(SUMMARY + (" [debug build: TORCH_INFINI_DEBUG=1]" if FLAGS.debug else ""), terminal)
+        log = open_log(ROOT) if PROGRESS else None
+        sinks = [sink for sink in (terminal, log) if sink is not None]
+        if log is not None:
+            say(f"torch_infini: build progress in {LOG_NAME}")
+        say(SUMMARY + (" [debug build: TORCH_INFINI_DEBUG=1]" if FLAGS.debug else ""), sinks)
         if STACK is not None:
             # A link test: InfiniOps must come from a build against this InfiniRT.
             try:
@@ -146,17 +166,21 @@ class BuildWithMetadata(BuildExtension):
                 check_ops_match_rt(STACK, os.environ.get("CXX", "c++"), (str(torch_lib),))
                 # An ATen-backed InfiniOps (WITH_TORCH=ON) must come from this PyTorch.
                 if check_ops_match_torch(STACK, torch.__version__, torch._C._GLIBCXX_USE_CXX11_ABI, torch_lib):
-                    say("torch_infini: InfiniOps is ATen-backed (WITH_TORCH=ON) and matches this PyTorch", terminal)
+                    say("torch_infini: InfiniOps is ATen-backed (WITH_TORCH=ON) and matches this PyTorch", sinks)
             except BuildConfigError as error:
                 sys.exit(f"torch_infini build error: {error}")
         started = time.monotonic()
         try:
-            with terminal_progress(terminal, root=str(ROOT)):
+            with build_progress(sinks, root=str(ROOT)):
                 super().run()
-            say(f"torch_infini: extension built in {time.monotonic() - started:.0f} s", terminal)
+            say(f"torch_infini: extension built in {time.monotonic() - started:.0f} s", sinks)
+        except BaseException:
+            say("torch_infini: the build failed; the compiler's messages are in the "
+                "build's output", sinks)
+            raise
         finally:
-            if terminal is not None:
-                terminal.close()
+            for sink in sinks:
+                sink.close()
         text = json.dumps(METADATA, indent=2) + "\n"
         targets = {Path(self.get_ext_fullpath("torch_infini._C")).parent,
                    ROOT / "torch_infini"} if self.inplace else {

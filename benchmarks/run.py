@@ -10,9 +10,21 @@ interleaved (infini rep, reference rep, infini rep, ...), for several
 repetitions; the table shows the median time per call of each side and the
 ratio infini/reference (below 1: infini is faster). Each side is warmed up
 once, its inner iteration count is calibrated so a repetition lasts about
-``--rep-ms`` milliseconds (a training-step case at least 50 ms), clocks are
-``time.perf_counter`` and every infini measurement ends with
-``torch.infini.synchronize()`` before the clock stops.
+``--rep-ms`` milliseconds (a training-step case at least 50 ms), and every
+infini measurement ends with ``torch.infini.synchronize()`` before the clock
+stops.
+
+The clock and the statistics are PyTorch's ``torch.utils.benchmark``
+(``timer``; each side's repetitions are one ``Measurement``: per-call
+median and interquartile range). Its ``Timer`` does not run the
+repetitions: ``Timer.timeit`` warms up twice before every run and
+``blocked_autorange`` times one statement for its whole duration, while
+this script interleaves the two sides repetition by repetition, so that
+noise from the machine hits both alike, and ends each repetition of a case
+with one synchronize, so that a call is what ``extra["unit"]`` says. Also
+ours: the load header, the runs beside CPU-bound processes
+(``--contended``), and a table of ratios with notes (``Compare``
+tabulates times, not ratios).
 
 References: ``cpu`` (the same PyTorch call on CPU eager tensors, or, where
 there is no CPU equivalent, an empty Python function call loop; the note
@@ -48,7 +60,6 @@ import gc
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -653,9 +664,24 @@ def all_cases(quick: bool) -> list[Case]:
 
 
 def _elapsed(fn: Callable[[int], None], n: int) -> float:
-    t0 = time.perf_counter()
+    """Seconds for one repetition of ``n`` calls, on
+    ``torch.utils.benchmark``'s clock."""
+    from torch.utils.benchmark import timer
+
+    t0 = timer()
     fn(n)
-    return time.perf_counter() - t0
+    return timer() - t0
+
+
+def _measurement(case: Case, side: str, n: int, times: list[float]):
+    """A side's repetitions (each ``n`` calls) as a
+    ``torch.utils.benchmark.Measurement``: per-call median and interquartile
+    range, by PyTorch's own statistics."""
+    from torch.utils import benchmark
+
+    spec = benchmark.TaskSpec(stmt=case.unit, setup="", label=case.group or "case", sub_label=case.name,
+                              description=side, num_threads=torch.get_num_threads())
+    return benchmark.Measurement(number_per_run=n, raw_times=times, task_spec=spec)
 
 
 def calibrate(fn: Callable[[int], None], target: float, max_n: int = 1 << 20) -> int:
@@ -692,14 +718,17 @@ def measure(case: Case, reps: int, target: float) -> dict:
         gc.disable()
         try:
             for _ in range(reps):  # interleaved: infini rep, reference rep, ...
-                t_inf.append(_elapsed(bundle.infini, n_inf) / n_inf)
-                t_ref.append(_elapsed(bundle.reference, n_ref) / n_ref)
+                t_inf.append(_elapsed(bundle.infini, n_inf))
+                t_ref.append(_elapsed(bundle.reference, n_ref))
         finally:
             gc.enable()
-        mi, mr = statistics.median(t_inf), statistics.median(t_ref)
+        m_inf = _measurement(case, "infini", n_inf, t_inf)
+        m_ref = _measurement(case, "reference", n_ref, t_ref)
+        mi, mr = m_inf.median, m_ref.median
         record.update(infini_s=mi, reference_s=mr, ratio=mi / mr)
         extra.update(reps=reps, calls_per_rep={"infini": n_inf, "reference": n_ref},
-                     infini_min_s=min(t_inf), reference_min_s=min(t_ref))
+                     infini_min_s=min(m_inf.times), reference_min_s=min(m_ref.times),
+                     infini_iqr_s=m_inf.iqr, reference_iqr_s=m_ref.iqr)
         extra.update({k: v for k, v in bundle.extra.items() if not k.startswith("_")})
         if case.nbytes:
             extra["bytes"] = case.nbytes

@@ -27,13 +27,14 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import torch_infini  # noqa: E402,F401  (registers the infini device; `import torch` autoloads it too)
+from hang_guard import HANG_GUARD_S  # noqa: E402
 
 
 def pytest_report_header(config) -> str:
     return f"torch_infini under test: {Path(torch_infini.__file__).parent}"
 
 
-def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_python(code: str, env: dict[str, str] | None = None, timeout: float = HANG_GUARD_S) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter (for settings read once per process)."""
     full_env = dict(os.environ)
     full_env.update(env or {})

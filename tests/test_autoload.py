@@ -20,6 +20,7 @@ import pytest
 import torch
 
 import torch_infini
+from hang_guard import HANG_GUARD_S
 
 # Only `import torch`: whatever the script then reads, it reads through torch.
 ONLY_IMPORT_TORCH = textwrap.dedent(
@@ -50,7 +51,7 @@ def _run(env_changes: dict[str, str | None], cwd: Path | None = None) -> dict:
         else:
             env[name] = value
     proc = subprocess.run([sys.executable, "-c", ONLY_IMPORT_TORCH], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
     assert line, proc.stdout + proc.stderr
@@ -111,6 +112,6 @@ def test_explicit_import_still_works_in_either_order(first):
         print("RESULT", (torch.ones(3, device="infini") + 1).cpu().tolist())
         """
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "RESULT [2.0, 2.0, 2.0]" in proc.stdout

@@ -138,9 +138,9 @@ def _impl_names(files: list[str]) -> set[str]:
 
 def test_device_run_overloads_are_the_devices_own_kernels():
     own = _impl_names(["views.cpp", "copy.cpp", "factory.cpp", "fill.cpp", "streams.cpp", "shallow_copy.cpp",
-                       "random_distributions.cpp", "random_sampling.cpp"])
+                       "random/random_distributions.cpp", "random/random_sampling.cpp"])
     assert own - {"aten::native_dropout"} == set(support.DEVICE_RUN)
-    assert _impl_names(["rnn_cells.cpp"]) | {"aten::native_dropout"} == set(support.COMPOSED)
+    assert _impl_names(["nn/rnn_cells.cpp"]) | {"aten::native_dropout"} == set(support.COMPOSED)
 
 
 def test_provider_today_lists_what_the_infini_provider_maps():

@@ -25,6 +25,7 @@ sys.path.insert(0, str(REPO / "tools"))
 import build_config  # noqa: E402
 import build_progress  # noqa: E402
 from build_config import BuildConfigError, InfiniStack  # noqa: E402
+from hang_guard import HANG_GUARD_S  # noqa: E402
 
 CXX = shutil.which(os.environ.get("CXX", "c++"))
 
@@ -60,7 +61,7 @@ def _shared_library(directory: Path, name: str, source: str, *link: str) -> Path
     src = directory / f"{name}.cpp"
     src.write_text(source)
     out = directory / f"lib{name}.so"
-    subprocess.run([CXX, "-shared", "-fPIC", "-o", str(out), str(src), *link], check=True, timeout=120,
+    subprocess.run([CXX, "-shared", "-fPIC", "-o", str(out), str(src), *link], check=True, timeout=HANG_GUARD_S,
                    capture_output=True)
     return out
 
@@ -232,10 +233,11 @@ def test_progress_switch():
         build_progress.progress_enabled({"TORCH_INFINI_BUILD_PROGRESS": "no"})
 
 
-def test_progress_reaches_the_terminal_and_the_log_is_unchanged(tmp_path):
+def test_progress_reaches_the_terminal_and_the_log_file_and_the_output_is_unchanged(tmp_path):
     """A child process writes ninja-like lines to descriptor 1, as ninja does
-    under pip: the log (the original stdout) gets every line as it was, the
-    terminal (a file here) one short line per step."""
+    under pip: the build's output (the original stdout) gets every line as it
+    was; the terminal (a file here) and the progress log one short line per
+    step."""
     terminal_file = tmp_path / "tty"
     script = textwrap.dedent(
         f"""
@@ -243,29 +245,56 @@ def test_progress_reaches_the_terminal_and_the_log_is_unchanged(tmp_path):
         sys.path.insert(0, {str(REPO / 'tools')!r})
         import build_progress
         terminal = build_progress.open_terminal({str(terminal_file)!r})
+        log = build_progress.open_log({str(tmp_path)!r})
         lines = ["[1/2] c++ -c /repo/csrc/a.cpp -o a.o", "csrc/a.cpp:1: warning: something",
                  "[2/2] c++ -c /repo/csrc/b.cpp -o b.o"]
-        with build_progress.terminal_progress(terminal, root="/repo"):
+        build_progress.say("summary", [terminal, log])
+        with build_progress.build_progress([terminal, log], root="/repo"):
             print("from python")
-            subprocess.run(["printf", "%s\\\\n", *lines], check=True)
+            subprocess.run(["printf", "%s\\n", *lines], check=True)
+        log.close()
+        terminal.close()
         print("after")
         """
     )
     terminal_file.write_text("")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["from python", "[1/2] c++ -c /repo/csrc/a.cpp -o a.o",
+    assert proc.stdout.splitlines() == ["summary", "from python", "[1/2] c++ -c /repo/csrc/a.cpp -o a.o",
                                         "csrc/a.cpp:1: warning: something", "[2/2] c++ -c /repo/csrc/b.cpp -o b.o",
                                         "after"]
     # Below pip's line first, then each line clears the spinner's leftovers.
     shown = terminal_file.read_bytes().decode()  # bytes: read_text() would turn \r into \n
-    first, second = shown.split("\r\033[K")
-    assert first.startswith("\ntorch_infini build: 0:0") and first.endswith(" [1/2] csrc/a.cpp\n")
-    assert second.startswith("torch_infini build: 0:0") and second.endswith(" [2/2] csrc/b.cpp\n")
+    first, second, third = shown.split("\r\033[K")
+    assert first == "\nsummary\n"
+    assert second.startswith("torch_infini build: 0:0") and second.endswith(" [1/2] csrc/a.cpp\n")
+    assert third.startswith("torch_infini build: 0:0") and third.endswith(" [2/2] csrc/b.cpp\n")
+    # The log: plain lines, nothing a terminal would interpret.
+    logged = (tmp_path / build_progress.LOG_NAME).read_text().splitlines()
+    assert logged[0] == "summary"
+    assert [line.split(" ", 3)[3] for line in logged[1:]] == ["[1/2] csrc/a.cpp", "[2/2] csrc/b.cpp"]
+    assert all(line.startswith("torch_infini build: 0:0") for line in logged[1:])
 
 
-def test_without_a_terminal_nothing_changes(capfd):
-    with build_progress.terminal_progress(None):
+def test_without_sinks_nothing_changes(capfd):
+    with build_progress.build_progress([]):
         print("plain")
     assert capfd.readouterr().out == "plain\n"
     assert build_progress.open_terminal("/nonexistent/tty") is None
+
+
+def test_progress_log_is_skipped_where_the_tree_is_read_only(tmp_path):
+    (tmp_path / "build").write_text("a file where the folder would be")
+    assert build_progress.open_log(tmp_path) is None
+
+
+def test_editable_builds_keep_objects_where_the_in_place_build_looks():
+    """setup.py points the editable install's build_temp at the folder a plain
+    `setup.py build_ext --inplace` uses: setuptools' own default, read from a
+    build_ext command nobody configured."""
+    from setuptools import Distribution
+
+    plain = Distribution({"name": "probe"}).get_command_obj("build_ext")
+    plain.ensure_finalized()
+    assert build_config.stable_build_temp(Distribution({"name": "probe"})) == plain.build_temp
+    assert plain.build_temp.startswith("build")

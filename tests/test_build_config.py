@@ -17,6 +17,7 @@ import build_config  # noqa: E402
 from build_config import BuildConfigError, build_metadata, resolve_infini_stack  # noqa: E402
 
 from torch_infini import _guard  # noqa: E402
+from hang_guard import HANG_GUARD_S  # noqa: E402
 
 ADD_ALPHA_LINE = "template void Operator<::infini::ops::Add>::Call<Tensor, Tensor, double, Tensor>(Tensor, Tensor, double, Tensor);"
 # Gemm's full overload at InfiniOps 1f6f9c2 (optional C before alpha) and at 2962714 (accumulates into c).
@@ -326,7 +327,7 @@ def test_setup_py_exits_on_bad_prefix_before_compiling(tmp_path):
                 "INFINI_OPS_INCLUDE_DIRS", "INFINI_OPS_LIBRARY_DIRS"):
         env.pop(var, None)
     proc = subprocess.run([sys.executable, "setup.py", "--name"], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=HANG_GUARD_S)
     assert proc.returncode != 0
     output = proc.stdout + proc.stderr
     assert "INFINI_RT_PREFIX" in output

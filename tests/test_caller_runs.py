@@ -19,6 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_infini  # noqa: F401
 from infini_testing import drain_async_errors, hold, on_host
+from hang_guard import HANG_GUARD_S
 
 DEV = torch.device("infini:0")
 
@@ -141,7 +142,7 @@ def test_threads_synchronizing_one_stream_while_another_submits():
         xc.add_(1).mul_(3).remainder_(1000003)
     stop.set()
     for t in syncers:
-        t.join(timeout=60)
+        t.join(timeout=HANG_GUARD_S)
         assert not t.is_alive()
     s.synchronize()
     assert not errors, errors

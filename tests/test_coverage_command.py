@@ -16,6 +16,7 @@ import torch
 
 from torch_infini import backend_support as support
 from torch_infini import coverage
+from hang_guard import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -176,7 +177,7 @@ def test_compiled_mlp_reports_the_eager_operators_its_graph_calls(tmp_path):
     torch._dynamo.reset()
 
 
-def _command(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def _command(*args: str, timeout: float = HANG_GUARD_S) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     return subprocess.run([sys.executable, "-m", "torch_infini", "coverage", *args], capture_output=True,
                           text=True, timeout=timeout, env=env, cwd=ROOT)

@@ -10,9 +10,10 @@ import textwrap
 
 import pytest
 import torch
+from hang_guard import HANG_GUARD_S
 
 
-def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_python(code: str, env: dict[str, str] | None = None, timeout: float = HANG_GUARD_S) -> subprocess.CompletedProcess:
     """Runs ``code`` in a fresh interpreter. (Not ``from conftest import
     run_python``: with tests/conformance/conftest.py also on sys.path, the name
     ``conftest`` may resolve to that one.)"""
@@ -217,7 +218,7 @@ _, status = os.waitpid(pid, 0)
 print("child", os.waitstatus_to_exitcode(status))
 print("parent ok", torch.equal((x + x).cpu(), torch.full((4,), 2.0)))
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr
     assert "child 0" in proc.stdout
     assert "parent ok True" in proc.stdout
@@ -242,7 +243,7 @@ if pid == 0:
 _, status = os.waitpid(pid, 0)
 print("child", os.waitstatus_to_exitcode(status))
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr
     assert "child 0" in proc.stdout, proc.stdout
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import torch_infini
+from hang_guard import HANG_GUARD_S
 
 CAPABILITIES = {"async_copy", "pinned_memory", "timed_events", "async_execution", "blocking_events", "graphs",
                 "host_addressable", "host_funcs"}
@@ -59,7 +60,7 @@ def procs() -> dict[str, subprocess.CompletedProcess]:
                                          stderr=subprocess.PIPE, text=True)
     done = {}
     for name, proc in running.items():
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=HANG_GUARD_S)
         done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     return done
 
@@ -266,5 +267,5 @@ def test_ops_piped_into_a_reader_that_stops_exits_quietly():
     proc.stdout.readline()
     proc.stdout.close()  # as head does after its lines
     err = proc.stderr.read().decode()
-    assert proc.wait(timeout=300) == 0, err
+    assert proc.wait(timeout=HANG_GUARD_S) == 0, err
     assert "BrokenPipeError" not in err and "Traceback" not in err, err

@@ -21,6 +21,7 @@ import pytest
 import torch
 
 import torch_infini
+from hang_guard import HANG_GUARD_S
 
 STACK_COMPILED = bool(torch_infini.build_info()["infini_stack"])
 PACKAGE = Path(torch_infini.__file__).parent
@@ -43,7 +44,7 @@ def _broken_copy(root: Path, *, torch_version: str | None = None, metadata: bool
         source = root / "fake_native.c"
         source.write_text(native_source)
         target = copy / ("_C" + importlib.machinery.EXTENSION_SUFFIXES[0])
-        subprocess.run(["cc", "-shared", "-fPIC", "-o", str(target), str(source)], check=True, timeout=60)
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", str(target), str(source)], check=True, timeout=HANG_GUARD_S)
     return root / "site"
 
 
@@ -82,7 +83,7 @@ def _run(args: list[str], changes: dict[str, str], site: Path | None, cwd: Path)
     if site is not None:
         env["PYTHONPATH"] = str(site)
     return subprocess.run([sys.executable, "-m", "torch_infini", *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=180)
+                          text=True, timeout=HANG_GUARD_S)
 
 
 @pytest.fixture(scope="module")

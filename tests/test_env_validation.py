@@ -19,6 +19,7 @@ import textwrap
 import pytest
 
 from torch_infini import _env
+from hang_guard import HANG_GUARD_S
 
 FIRST_USE = textwrap.dedent(
     """
@@ -86,7 +87,7 @@ def _environment(changes: dict[str, str]) -> dict[str, str]:
 
 def _run(name: str, env: dict[str, str]) -> dict:
     proc = subprocess.run([sys.executable, "-c", FIRST_USE], env=_environment(env), capture_output=True,
-                          text=True, timeout=240)
+                          text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, f"{name}: {proc.stderr[-2000:]}"
     line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
     assert line, f"{name}: {proc.stdout}{proc.stderr}"

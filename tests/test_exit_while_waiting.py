@@ -8,6 +8,7 @@ import pytest
 
 from conftest import run_python
 from infini_testing import on_host
+from hang_guard import HANG_GUARD_S
 
 pytestmark = pytest.mark.skipif(not on_host(), reason="holds the stream with the host runtime's test hook")
 
@@ -28,7 +29,7 @@ print("main thread exits", flush=True)
 def test_exit_while_a_daemon_thread_waits(target, hold_ms=600):
     """The daemon thread wakes while the interpreter finalizes (which takes
     over a second with torch loaded) and must end without aborting."""
-    result = run_python(EXIT_WHILE_WAITING.format(target=target, hold_ms=float(hold_ms)), timeout=60)
+    result = run_python(EXIT_WHILE_WAITING.format(target=target, hold_ms=float(hold_ms)), timeout=HANG_GUARD_S)
     assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
     assert "terminate called" not in result.stderr
     assert "main thread exits" in result.stdout

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import torch_infini
+from hang_guard import HANG_GUARD_S
 
 GRAPHS = torch_infini.diagnostics()["capabilities"]["graphs"]
 needs_graphs = pytest.mark.skipif(not GRAPHS, reason="the provider has no graph capture (capabilities.graphs=no): "
@@ -417,7 +418,7 @@ def test_thread_local_mode_lets_other_threads_synchronize():
         x.add_(1)
         t = threading.Thread(target=lambda: (other.synchronize(), done.append(True)))
         t.start()
-        t.join(timeout=60)
+        t.join(timeout=HANG_GUARD_S)
     assert done == [True]
     g.replay()
     assert torch.equal(x.cpu(), torch.ones(4))

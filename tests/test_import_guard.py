@@ -16,6 +16,7 @@ import torch
 
 import torch_infini
 from torch_infini import _guard
+from hang_guard import HANG_GUARD_S
 
 BUILT = {
     "schema": 1,
@@ -172,7 +173,7 @@ def test_mismatched_build_fails_import_and_leaves_privateuse1_unrenamed(tmp_path
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))
     # cwd outside the repository, so that the copy (on PYTHONPATH) is found first.
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr
     line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
     assert line, proc.stdout + proc.stderr

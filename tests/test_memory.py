@@ -22,6 +22,7 @@ import pytest
 import torch
 
 import torch_infini  # noqa: F401
+from hang_guard import HANG_GUARD_S
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -548,7 +549,7 @@ def subprocess_results() -> dict[str, subprocess.CompletedProcess]:
     results = {}
     for name, proc in running.items():
         try:
-            out, err = proc.communicate(timeout=120)
+            out, err = proc.communicate(timeout=HANG_GUARD_S)
         except subprocess.TimeoutExpired:
             proc.kill()
             out, err = proc.communicate()

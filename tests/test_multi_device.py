@@ -11,9 +11,10 @@ import textwrap
 
 import pytest
 import torch
+from hang_guard import HANG_GUARD_S
 
 
-def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_python(code: str, env: dict[str, str] | None = None, timeout: float = HANG_GUARD_S) -> subprocess.CompletedProcess:
     """Runs ``code`` in a fresh interpreter. (Not ``from conftest import
     run_python``: with tests/conformance/conftest.py also on sys.path, the name
     ``conftest`` may resolve to that one.)"""

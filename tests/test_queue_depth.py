@@ -13,6 +13,7 @@ import torch
 
 import torch_infini  # noqa: F401
 from infini_testing import hold, on_host
+from hang_guard import HANG_GUARD_S
 
 DEV = torch.device("infini:0")
 DEPTH = 1024
@@ -40,11 +41,11 @@ def run_held(n: int, hold_ms: float) -> tuple[float, float, torch.Tensor]:
     x = torch.zeros(4, device=DEV)
     x.add_(1).sub_(1)  # the operator's first call (its metadata) is not timed
     s.wait_stream(torch.infini.current_stream())
+    start = time.monotonic()  # before the hold: a busy machine only lengthens what is measured
     hold(s, hold_ms)
-    start = time.monotonic()
     thread, done = submit_in_thread(s, x, n)
     thread.start()
-    thread.join(timeout=60)
+    thread.join(timeout=HANG_GUARD_S)
     assert not thread.is_alive()
     s.synchronize()
     end = time.monotonic()
@@ -103,13 +104,21 @@ def test_pending_operations_never_exceed_the_depth():
                 x.add_(1)
                 progress[0] += 1
 
-    hold(s, 1500)
+    hold(s, 3000)
     thread = threading.Thread(target=produce, daemon=True)
     thread.start()
-    time.sleep(1.0)
+    # No fixed sleep: wait (however long the machine takes) until the
+    # producer is at the depth, then read its progress while the worker is
+    # still held, which the stream's state shows.
+    deadline = time.monotonic() + HANG_GUARD_S
+    while progress[0] < DEPTH - 10 and thread.is_alive():
+        assert time.monotonic() < deadline, "hung: the producer stopped before the depth"
+        time.sleep(0.001)
     queued_while_held = progress[0]
-    thread.join(timeout=60)
+    held = not s.query()
+    thread.join(timeout=HANG_GUARD_S)
     assert not thread.is_alive()
     s.synchronize()
+    assert held, "the worker's hold ended before the producer reached the depth"
     assert DEPTH - 10 <= queued_while_held <= DEPTH, queued_while_held
     assert torch.equal(x.cpu(), torch.full((4,), 3000.0))

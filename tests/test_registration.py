@@ -141,7 +141,7 @@ def test_no_composite_implicit_overload_is_overridden():
 def test_every_cpu_operator_has_an_infini_kernel():
     """The generic kernel is registered from the dispatcher's table: every aten
     overload with a CPU kernel has an infini kernel, except views (ops/views.cpp
-    serves those with CPU kernels) and random operators (ops/random_*.cpp)."""
+    serves those with CPU kernels) and random operators (ops/random/random_*.cpp)."""
     generic = {row["op"] for row in torch_infini._C._generic_aten_ops()}
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     missing = []

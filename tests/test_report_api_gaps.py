@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hang_guard import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "report_api_gaps.py"
@@ -45,7 +46,7 @@ def _command(profile: Path, markdown: Path, json_path: Path, *extra: str) -> lis
 
 
 def run_tool(profile: Path, markdown: Path, json_path: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(_command(profile, markdown, json_path, *extra), capture_output=True, text=True, timeout=300, cwd=ROOT)
+    return subprocess.run(_command(profile, markdown, json_path, *extra), capture_output=True, text=True, timeout=HANG_GUARD_S, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +65,7 @@ def reports(tmp_path_factory) -> dict:
     }
     out = {}
     for name, proc in running.items():
-        stdout, stderr = proc.communicate(timeout=300)
+        stdout, stderr = proc.communicate(timeout=HANG_GUARD_S)
         _p, md, js, _extra = jobs[name]
         out[name] = {"rc": proc.returncode, "stdout": stdout, "stderr": stderr, "md": md, "json": js}
     return out

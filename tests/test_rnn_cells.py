@@ -1,8 +1,8 @@
 """nn.RNN / nn.LSTM / nn.GRU and their cells on infini, forward and backward
 against CPU. On the host runtime they compute as CPU does, bit for bit
-(csrc/ops/rnn_as_cpu.cpp: CPU's algorithm, not the fused cells PyTorch picks
+(csrc/ops/nn/rnn_as_cpu.cpp: CPU's algorithm, not the fused cells PyTorch picks
 for a PrivateUse1 device), and float32 nn.LSTM runs CPU's oneDNN LSTM, one
-call per layer. Elsewhere the fused cells (csrc/ops/rnn_cells.cpp) run."""
+call per layer. Elsewhere the fused cells (csrc/ops/nn/rnn_cells.cpp) run."""
 
 from __future__ import annotations
 

@@ -34,13 +34,13 @@ def test_record_stream_keeps_freed_memory_until_the_reading_stream_finishes(devi
     x = values().to(device)  # allocated on the default stream
     old_ptr = x.data_ptr()
     side = torch.infini.Stream()
-    hold(side, 400)
+    hold(side, 2000)
     with torch.infini.stream(side):
         y = x + x  # reads x on `side`, behind the delay
     x.record_stream(side)
-    started = time.perf_counter()
     del x  # returns at once; the block waits for `side`
-    assert time.perf_counter() - started < 0.2, "freeing blocked the host on the stream"
+    # Not a timing: had freeing waited for `side`, `side` would be idle now.
+    assert not side.query(), "freeing blocked the host on the stream"
     z = torch.empty(N, dtype=torch.float32, device=device)  # same size, default stream
     z.copy_(torch.full((N,), 7.0))
     reused_while_pending = z.data_ptr() == old_ptr and not side.query()
@@ -84,13 +84,11 @@ def test_free_does_not_block_the_host_and_same_stream_reuse_is_ordered(device):
     base = torch.arange(BIG, dtype=torch.float32)
     x = base.to(device)
     old_ptr = x.data_ptr()
-    hold(default, 400)
+    hold(default, 2000)
     y = x + x  # queued on the default stream, behind the delay
-    started = time.perf_counter()
     del x
-    elapsed = time.perf_counter() - started
-    assert default.query() is False
-    assert elapsed < 0.2, f"freeing took {elapsed:.3f} s: it waited for the stream"
+    # Had freeing waited for the stream, the stream would be idle now.
+    assert default.query() is False, "freeing waited for the stream"
     # A block freed on a stream is reused at once on it; that is safe because
     # the copy below is queued after the add that still reads the block.
     z = torch.empty(BIG, dtype=torch.float32, device=device)

@@ -16,6 +16,7 @@ import torch
 import torch_infini
 from infini_testing import hold
 from conftest import run_python
+from hang_guard import HANG_GUARD_S
 
 N = 1 << 14
 
@@ -35,7 +36,7 @@ def _run_threads(target, count: int) -> None:
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=60)
+        t.join(timeout=HANG_GUARD_S)
     assert not any(t.is_alive() for t in threads), "a worker thread hung"
     if errors:
         raise errors[0]
@@ -128,16 +129,16 @@ def test_stream_context_in_a_thread_does_not_affect_the_main_thread():
     def worker(_k: int) -> None:
         with torch.infini.stream(s):
             entered.set()
-            release.wait(timeout=30)
+            release.wait(timeout=HANG_GUARD_S)
 
     t = threading.Thread(target=worker, args=(0,))
     t.start()
     try:
-        assert entered.wait(timeout=30)
+        assert entered.wait(timeout=HANG_GUARD_S)
         assert torch.infini.current_stream() == torch.infini.default_stream()
     finally:
         release.set()
-        t.join(timeout=30)
+        t.join(timeout=HANG_GUARD_S)
 
 
 PER_DEVICE = r"""

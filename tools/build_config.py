@@ -448,3 +448,15 @@ def check_ops_match_torch(stack: InfiniStack, torch_version: str, cxx11_abi: boo
             f"define{': ' + shown if shown else ''}. Rebuild InfiniOps in this Python environment (see README, "
             "'Building against the Infini stack'), or run the PyTorch it was built with")
     return True
+
+
+def stable_build_temp(distribution) -> str:
+    """The object folder `python setup.py build_ext` uses by default: what
+    setuptools' build command picks when nobody overrides it
+    (build/temp.<platform>-<python tag>). The editable install builds there
+    too, so that a later in-place build finds its objects."""
+    from setuptools.command.build import build
+
+    default = build(distribution)
+    default.ensure_finalized()
+    return default.build_temp

@@ -1,13 +1,18 @@
-"""Build progress a user can see under ``pip install``.
+"""Build progress a user can see under ``pip install``, terminal or not.
 
 pip runs the build backend with its output captured and shows it only with
-``-v`` (or after a failure), so a 5-minute compile looks like a hang. While
-the extension builds, :func:`terminal_progress` routes the build's standard
-output through a pipe: every line still reaches pip's log unchanged, and a
-short line per step (``[12/41] 1:05 csrc/ops/add.cpp``) is also written to the
-controlling terminal (``/dev/tty``), which pip does not capture. Without a
-terminal (CI, a redirected shell) nothing extra is written anywhere: the log
-is the same either way. ``TORCH_INFINI_BUILD_PROGRESS=0`` turns it off.
+``-v`` (or after a failure), so a long compile looks like a hang. While the
+extension builds, :func:`build_progress` routes the build's standard output
+through a pipe: every line still reaches pip's log unchanged, and a short
+line per step (``[12/41] 1:05 csrc/ops/add.cpp``) is also written
+
+* to the progress log, ``build/torch_infini-build.log`` in the source tree
+  (rewritten by every build, flushed line by line, so ``tail -f`` follows
+  it in CI, a container, or a shell run by a tool), and
+* to the controlling terminal (``/dev/tty``) when there is one, which pip
+  does not capture.
+
+``TORCH_INFINI_BUILD_PROGRESS=0`` turns both off.
 """
 
 from __future__ import annotations
@@ -18,7 +23,11 @@ import re
 import sys
 import threading
 import time
-from typing import Iterator, Optional
+from pathlib import Path
+from typing import Iterable, Iterator, Optional, Protocol
+
+#: Where the progress log is written, relative to the source tree.
+LOG_NAME = Path("build") / "torch_infini-build.log"
 
 #: ninja's status prefix, "[finished/total] ", before each command it runs.
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]\s+(.*)$")
@@ -58,6 +67,14 @@ def progress_enabled(environ=None) -> bool:
     raise ValueError(f"TORCH_INFINI_BUILD_PROGRESS='{value}' is invalid: expected 1 (on) or 0 (off)")
 
 
+class Sink(Protocol):
+    """Somewhere a progress line goes."""
+
+    def line(self, text: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class Terminal:
     """The controlling terminal, written a line at a time beside pip's spinner.
 
@@ -80,6 +97,21 @@ class Terminal:
             os.close(self.fd)
 
 
+class LogFile:
+    """The progress log: one plain line per message, flushed as written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file = open(path, "w", encoding="utf-8", buffering=1)
+
+    def line(self, text: str) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.file.write(text + "\n")
+
+    def close(self) -> None:
+        self.file.close()
+
+
 def open_terminal(path: str = "/dev/tty") -> Optional[Terminal]:
     """The controlling terminal, or None without one."""
     try:
@@ -88,24 +120,36 @@ def open_terminal(path: str = "/dev/tty") -> Optional[Terminal]:
         return None
 
 
-def say(message: str, terminal: Optional[Terminal]) -> None:
-    """One line to the build log (stdout) and, when there is one, to the terminal."""
+def open_log(root: Path) -> Optional[LogFile]:
+    """The progress log under ``root`` (its folder made), or None where it
+    cannot be written (a read-only tree: the build goes on without it)."""
+    path = Path(root) / LOG_NAME
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return LogFile(path)
+    except OSError:
+        return None
+
+
+def say(message: str, sinks: Iterable[Sink] = ()) -> None:
+    """One line to the build's output (stdout) and to each sink."""
     print(message, flush=True)
-    if terminal is not None:
-        terminal.line(message)
+    for sink in sinks:
+        sink.line(message)
 
 
 @contextlib.contextmanager
-def terminal_progress(terminal: Optional[Terminal], root: str = "",
-                      prefix: str = "torch_infini build: ") -> Iterator[None]:
-    """While the block runs, mirror a short form of each build step on
-    ``terminal`` (from :func:`open_terminal`; None: do nothing).
+def build_progress(sinks: Iterable[Sink], root: str = "",
+                   prefix: str = "torch_infini build: ") -> Iterator[None]:
+    """While the block runs, write a short form of each build step to every
+    sink (none: do nothing).
 
     File descriptor 1 is swapped for a pipe, so the output of child processes
     (ninja, the compiler, the linker) is seen too; each line is passed on to
     the original descriptor 1 unchanged.
     """
-    if terminal is None:
+    sinks = list(sinks)
+    if not sinks:
         yield
         return
     sys.stdout.flush()
@@ -130,7 +174,8 @@ def terminal_progress(terminal: Optional[Terminal], root: str = "",
                     short = describe(raw.decode(errors="replace"), root)
                     if short is not None:
                         elapsed = int(time.monotonic() - started)
-                        terminal.line(f"{prefix}{elapsed // 60}:{elapsed % 60:02d} {short}")
+                        for sink in sinks:
+                            sink.line(f"{prefix}{elapsed // 60}:{elapsed % 60:02d} {short}")
 
     reader = threading.Thread(target=pump, name="build-progress", daemon=True)
     reader.start()

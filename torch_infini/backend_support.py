@@ -54,7 +54,8 @@ DATA = pathlib.Path(__file__).resolve().parent / "data"
 
 #: Overloads the infini device runs itself (torch-infini's own kernels in
 #: csrc/ops/: views.cpp, copy.cpp, factory.cpp, fill.cpp, streams.cpp,
-#: shallow_copy.cpp, and the random kernels, which draw as the CPU draws).
+#: shallow_copy.cpp, and the random kernels of csrc/ops/random/, which draw as
+#: the CPU draws).
 #: Views by schema (a non-written alias result) are added to these.
 DEVICE_RUN = frozenset({
     # views.cpp
@@ -112,7 +113,7 @@ HAND_BOUND: dict[str, tuple[str, ...]] = {
 #: The ATen overloads torch-infini's Infini provider serves through its
 #: hand-written entries (csrc/runtime/infini/: infini_gemm.cpp,
 #: infini_native.cpp's Mul/Relu/Silu limits, infini_cat.cpp,
-#: infini_kernels.cpp and ops/add.cpp, ops/fused.cpp), with the InfiniOps
+#: infini_kernels.cpp and ops/add.cpp, ops/nn/fused.cpp), with the InfiniOps
 #: operator each runs on. Functional forms reach it through their out=
 #: twins. The generic binding (torch_infini/infiniops_binding.py) serves more on a
 #: given install, as `python -m torch_infini --ops` lists there: this list is

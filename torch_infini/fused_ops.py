@@ -16,7 +16,7 @@ compiles them in and serves the call (dtype, shapes: see ``python -m torch_infin
 --ops``); everywhere else (CPU, the host runtime, a call InfiniOps does not serve,
 torch.compile's tracing) they are composed of ATen operators. The autograd formulas
 are the same either way. ``F.rms_norm`` likewise runs on InfiniOps' ``RmsNorm``
-(csrc/ops/fused.cpp).
+(csrc/ops/nn/fused.cpp).
 """
 
 from __future__ import annotations

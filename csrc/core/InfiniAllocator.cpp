@@ -721,7 +721,9 @@ class InfiniDeviceAllocator final : public c10::DeviceAllocator {
     if (n == 0) {
       return {nullptr, nullptr, &delete_block, where};
     }
-    Block* block = cache(device).malloc(n, current_stream(device).id());
+    DeviceCache& pool = cache(device);  // checks the device index, once
+    Block* block =
+        pool.malloc(n, current_stream_of_valid_device(device).id());
     return {block->ptr, block, &delete_block, where};
   }
 

@@ -6,7 +6,7 @@
 // (mt19937 plus the cached normal samples) inside a CPU generator it owns.
 // The stream of numbers is therefore defined by the generator, not by where
 // a kernel runs: the random operators draw on the host from this state and
-// copy the result to the device (ops/random_*.cpp), so every provider
+// copy the result to the device (ops/random/random_*.cpp), so every provider
 // produces the same numbers, and they equal the CPU's for the same seed.
 // get_state()/set_state() exchange the CPU generator's byte state.
 

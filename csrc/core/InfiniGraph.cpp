@@ -206,17 +206,21 @@ bool capture_underway() noexcept {
 
 void check_capturable(const char* op, c10::DeviceIndex device,
                       const std::string& why) {
-  if (!capture_underway()) {
-    return;
+  if (capture_underway()) {
+    check_capturable(op, current_stream(device), why);
   }
-  const c10::Stream stream = current_stream(device);
-  if (!is_stream_capturing(stream)) {
+}
+
+void check_capturable(const char* op, const c10::Stream& stream,
+                      const std::string& why) {
+  if (!capture_underway() || !is_stream_capturing(stream)) {
     return;
   }
   // Synchronizing the capturing stream raises the provider's capture error
   // and invalidates the capture, as the operator would on CUDA.
   try {
-    runtime::provider().stream_synchronize(device, native_stream(stream));
+    runtime::provider().stream_synchronize(stream.device_index(),
+                                           native_stream(stream));
   } catch (const c10::Error& e) {
     TORCH_CHECK(false, op, " cannot be captured into a graph: ", why, ". ",
                 e.what_without_backtrace());

@@ -68,5 +68,8 @@ bool capture_underway() noexcept;
 // operator needs.
 void check_capturable(const char* op, c10::DeviceIndex device,
                       const std::string& why);
+// The same for `stream`, a device's current stream its caller has resolved.
+void check_capturable(const char* op, const c10::Stream& stream,
+                      const std::string& why);
 
 }  // namespace torch_infini

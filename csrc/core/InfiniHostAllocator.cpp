@@ -10,7 +10,19 @@
 // last copy's completion covers the earlier ones): a long-lived buffer used
 // by any number of copies holds a bounded number of events.
 
+// PyTorch's header aligns its free lists to
+// std::hardware_destructive_interference_size, and GCC warns at every use
+// that the value may differ between compilers. This file uses only the
+// header's HostAllocator interface and HostStats, none of the aligned
+// structures, so the warning is silenced for this include only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winterference-size"
+#endif
 #include <ATen/core/CachingHostAllocator.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #include <c10/util/Exception.h>
 #include <c10/util/llvmMathExtras.h>
 

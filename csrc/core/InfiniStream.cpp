@@ -68,6 +68,13 @@ c10::Stream current_stream(c10::DeviceIndex device) {
   return make_stream(device, tls_current[device]);
 }
 
+c10::Stream current_stream_of_valid_device(c10::DeviceIndex device) {
+  // Only the bound of this file's table: the index itself is the caller's.
+  TORCH_CHECK(device >= 0 && device < kMaxDevices, "infini supports at most ",
+              kMaxDevices, " devices");
+  return make_stream(device, tls_current[device]);
+}
+
 c10::Stream default_stream(c10::DeviceIndex device) {
   return make_stream(resolve_device(device), 0);
 }

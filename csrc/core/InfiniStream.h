@@ -19,6 +19,10 @@ constexpr int kLowestStreamPriority = 0;    // the default
 constexpr int kHighestStreamPriority = -1;  // CUDA's convention
 
 c10::Stream current_stream(c10::DeviceIndex device = -1);
+// The current stream of `device`, an index its caller has validated (a
+// tensor's, or one a device guard made current): for hot paths that have
+// resolved their device once and must not check it again on every call.
+c10::Stream current_stream_of_valid_device(c10::DeviceIndex device);
 c10::Stream default_stream(c10::DeviceIndex device = -1);
 // A pool stream with `priority` clamped to [kHighestStreamPriority,
 // kLowestStreamPriority], handed out round-robin.

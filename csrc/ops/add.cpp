@@ -16,9 +16,9 @@
 #include <algorithm>
 
 #include "core/InfiniFunctions.h"
-#include "ops/aten_kernel.h"
+#include "ops/aten/aten_kernel.h"
 #include "ops/common.h"
-#include "ops/fallback.h"
+#include "ops/fallback/fallback.h"
 #include "ops/scalar_cache.h"
 
 namespace torch_infini::ops {

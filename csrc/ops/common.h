@@ -28,6 +28,13 @@ runtime::TensorArg broadcast_arg(const at::Tensor& t, at::IntArrayRef sizes);
 // use against the stream's work.
 at::Tensor host_alias(const at::Tensor& t);
 
+// A new infini tensor on the current device, for kernels whose device guard
+// has set it: the factory's allocation without its trip through the
+// dispatcher and its own resolution of the device.
+at::Tensor empty_strided_on_current_device(at::IntArrayRef size,
+                                           at::IntArrayRef stride,
+                                           at::ScalarType dtype);
+
 // The provider handle of the current stream of `device`.
 runtime::StreamHandle current_native_stream(c10::DeviceIndex device);
 

@@ -35,6 +35,15 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
 }
 
 namespace ops {
+
+at::Tensor empty_strided_on_current_device(at::IntArrayRef size,
+                                           at::IntArrayRef stride,
+                                           at::ScalarType dtype) {
+  constexpr c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
+  return at::detail::empty_strided_generic(size, stride, allocator::get(), ks,
+                                           dtype);
+}
+
 namespace {
 
 c10::DeviceIndex target_device(std::optional<at::Device> device) {
@@ -73,9 +82,8 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
   TORCH_CHECK(!layout.has_value() || *layout == at::kStrided,
               "infini supports only the strided layout, got ", *layout);
   c10::DeviceGuard guard(at::Device(kInfini, target_device(device)));
-  constexpr c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
-  return at::detail::empty_strided_generic(size, stride, allocator::get(), ks,
-                                           c10::dtype_or_default(dtype));
+  return empty_strided_on_current_device(size, stride,
+                                         c10::dtype_or_default(dtype));
 }
 
 const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,

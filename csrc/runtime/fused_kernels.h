@@ -1,7 +1,7 @@
 #pragma once
 
 // Fused operators of InfiniOps that have no ATen operator of their own,
-// reached from F.rms_norm and torch.ops.infini.* (ops/fused.cpp). A provider
+// reached from F.rms_norm and torch.ops.infini.* (ops/nn/fused.cpp). A provider
 // with such kernels installs them (set_fused_kernels) when its kernels are
 // made; the others have none, and the ops layer then composes the operators
 // from ATen operators.

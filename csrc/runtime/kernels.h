@@ -165,7 +165,7 @@ class OpKernels {
   virtual std::string fill_unsupported(const FillArgs& args) const = 0;
   virtual void fill(int device, StreamHandle stream, const FillArgs& args) = 0;
 
-  // Generic ATen calls (ops/aten_kernel.cpp). A provider that does not run
+  // Generic ATen calls (ops/aten/aten_kernel.cpp). A provider that does not run
   // CPU kernels serves the families of runtime/aten_ops.h it maps onto its
   // library, and refuses the rest with a reason.
   virtual std::string aten_unsupported(const AtenCall& call) const = 0;

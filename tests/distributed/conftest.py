@@ -14,10 +14,11 @@ import pytest
 import torch
 
 from .launch import launch
+from hang_guard import HANG_GUARD_S
 
 #: world size -> backend string of its run.
 RUNS = {2: "cpu:gloo,infini:infini", 3: "infini"}
-RUN_TIMEOUT_S = 120.0
+RUN_TIMEOUT_S = HANG_GUARD_S
 
 _results: dict[int, dict] = {}
 

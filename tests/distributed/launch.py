@@ -9,11 +9,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from hang_guard import HANG_GUARD_S
 
 WORKER = Path(__file__).with_name("worker.py")
 
 
-def launch(world_size: int, backend: str, timeout: float = 120.0) -> dict:
+def launch(world_size: int, backend: str, timeout: float = HANG_GUARD_S) -> dict:
     """Runs every scenario of worker.py on ``world_size`` ranks.
 
     Returns ``{"ranks": [{scenario: None | traceback}, ...], "error": str | None}``;

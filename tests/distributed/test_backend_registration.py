@@ -11,6 +11,7 @@ import torch.distributed as dist
 import torch_infini
 
 from conftest import run_python
+from hang_guard import HANG_GUARD_S
 
 
 def test_registered_for_infini_and_cpu():
@@ -49,7 +50,7 @@ def test_init_process_group_without_backend_picks_infini(tmp_path):
             raise AssertionError("mixing CPU and infini tensors did not raise")
         dist.destroy_process_group()
         print("OK")
-    """, env={"GLOO_SOCKET_IFNAME": "lo", "PYTHONWARNINGS": "ignore"}, timeout=60)
+    """, env={"GLOO_SOCKET_IFNAME": "lo", "PYTHONWARNINGS": "ignore"}, timeout=HANG_GUARD_S)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("OK")
 
@@ -90,7 +91,7 @@ print("OK", rank)
                OMP_NUM_THREADS="1")
     procs = [subprocess.Popen([sys.executable, str(script), str(r)], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for r in range(2)]
-    outs = [p.communicate(timeout=300) for p in procs]
+    outs = [p.communicate(timeout=HANG_GUARD_S) for p in procs]
     for r, (p, (out, err)) in enumerate(zip(procs, outs)):
         assert p.returncode == 0, f"rank {r}:\n{err[-3000:]}"
         assert out.strip() == f"OK {r}", out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from hang_guard import HANG_GUARD_S
 
 
 def rss_bytes() -> int:
@@ -39,7 +40,7 @@ def run_threads(target, count: int) -> list:
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=120)
+        t.join(timeout=HANG_GUARD_S)
         assert not t.is_alive(), "a thread did not finish in time"
     assert not errors, errors
     return results

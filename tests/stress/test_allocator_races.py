@@ -11,6 +11,7 @@ import torch
 import torch_infini  # noqa: F401
 from conftest import run_python
 from infini_testing import hold, on_host
+from hang_guard import HANG_GUARD_S
 
 DEV = torch.device("infini:0")
 
@@ -56,7 +57,7 @@ def test_empty_cache_in_a_loop_while_another_thread_frees(conf, seconds):
     still runs work queued before its blocks were freed. (Before the fix the
     cached case crashed in 3 of 4 runs of 3 s.)"""
     env = {"TORCH_INFINI_ALLOC_CONF": conf} if conf else {}
-    _check_child(run_python(EMPTY_CACHE_RACE.format(seconds=seconds), env=env, timeout=120), "OK")
+    _check_child(run_python(EMPTY_CACHE_RACE.format(seconds=seconds), env=env, timeout=HANG_GUARD_S), "OK")
 
 
 def test_free_while_queued_10000_iterations():

@@ -14,6 +14,7 @@ import torch
 
 import torch_infini  # noqa: F401
 from stress_helpers import run_threads
+from hang_guard import HANG_GUARD_S
 
 # Threads run elementwise arithmetic (sub, ...) that InfiniOps does not all
 # serve; their refusals, raised in the threads, cannot reach the skip hook.
@@ -95,7 +96,7 @@ def test_hand_off_between_threads_through_events():
         s.wait_stream(torch.infini.current_stream())  # the zeros first
         with torch.infini.stream(s):
             total.record_stream(s)
-            while (item := hand.get(timeout=60)) is not None:
+            while (item := hand.get(timeout=HANG_GUARD_S)) is not None:
                 t, e = item
                 s.wait_event(e)
                 t.record_stream(s)

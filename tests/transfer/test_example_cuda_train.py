@@ -20,6 +20,7 @@ import pytest
 import torch
 
 import torch_infini
+from hang_guard import HANG_GUARD_S
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cuda_train.py"
 
@@ -36,7 +37,7 @@ def _train(device: str, *options: str, processes: int = 1, switch: bool = True) 
         if processes > 1:
             command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                        f"--nproc-per-node={processes}", *command[1:]]
-        proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
         assert "cuda_train OK" in proc.stdout, proc.stdout[-2000:]
         result = torch.load(out)

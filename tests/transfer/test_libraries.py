@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hang_guard import HANG_GUARD_S
 
 SCRIPT = Path(__file__).with_name("library_run.py")
 _runs: dict[str, dict] = {}
@@ -29,7 +30,7 @@ def _run(mode: str) -> dict:
         elif mode == "env":
             env["ACCELERATE_TORCH_DEVICE"] = "infini"
         proc = subprocess.run([sys.executable, str(SCRIPT), mode], env=env, capture_output=True, text=True,
-                              timeout=300)
+                              timeout=HANG_GUARD_S)
         lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
         assert proc.returncode == 0 and lines, (proc.stdout + proc.stderr)[-4000:]
         _runs[mode] = json.loads(lines[-1][len("RESULT"):])

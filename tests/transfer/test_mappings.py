@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hang_guard import HANG_GUARD_S
 
 SCRIPT = Path(__file__).with_name("switch_scenarios.py")
 
@@ -34,7 +35,7 @@ def _run_all() -> dict:
             out = os.path.join(tmp, "results.json")
             env = dict(os.environ, TORCH_INFINI_TRANSFER_CUDA="1", PYTHONWARNINGS="ignore")
             proc = subprocess.run([sys.executable, str(SCRIPT), out], env=env, capture_output=True, text=True,
-                                  timeout=240)
+                                  timeout=HANG_GUARD_S)
             if proc.returncode != 0 or not os.path.exists(out):
                 _results["__error__"] = f"exit status {proc.returncode}:\n{(proc.stdout + proc.stderr)[-4000:]}"
             else:

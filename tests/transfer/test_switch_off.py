@@ -16,6 +16,7 @@ import sys
 import textwrap
 
 import pytest
+from hang_guard import HANG_GUARD_S
 
 LIST_CHANGES = """
 import json, torch, torch_infini.transfer_to_infini as t
@@ -131,7 +132,7 @@ def _run(code: str, args: list[str], env_changes: dict[str, str | None]) -> obje
             env.pop(name, None)
         else:
             env[name] = value
-    proc = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=180)
+    proc = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
     assert proc.returncode == 0 and lines, (proc.stdout + proc.stderr)[-4000:]
     return json.loads(lines[-1][len("RESULT"):])

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from hang_guard import HANG_GUARD_S
 
 
 def _python(args: list[str], **env_changes: str | None) -> subprocess.CompletedProcess:
@@ -18,7 +19,7 @@ def _python(args: list[str], **env_changes: str | None) -> subprocess.CompletedP
             env.pop(name, None)
         else:
             env[name] = value
-    return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=180)
+    return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
 
 
 def test_the_import_turns_it_on():

@@ -10,7 +10,7 @@
 
 #include <algorithm>
 
-#include "profiler/device_trace.h"
+#include "runtime/device_trace.h"
 #include "runtime/host/host_aliases.h"
 #include "runtime/host/host_provider.h"
 #include "runtime/kernels.h"

@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "profiler/device_trace.h"
+#include "runtime/device_trace.h"
 #include "runtime/env.h"
 #include "runtime/host/host_graph.h"
 #include "runtime/kernels.h"

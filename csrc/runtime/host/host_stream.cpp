@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "profiler/device_trace.h"
+#include "runtime/device_trace.h"
 #include "runtime/host/host_graph.h"
 #include "runtime/env.h"
 
@@ -191,7 +191,7 @@ uint64_t HostStream::enqueue(Task task, bool may_block) {
     return 0;
   }
   // Profiler hook: while a profiler traces device work, a labelled task (a
-  // kernel or a copy; see profiler/device_trace.h) times itself on the
+  // kernel or a copy; see runtime/device_trace.h) times itself on the
   // worker. Without a profiler this is one relaxed atomic load.
   if (profiler::tracing()) {
     if (const profiler::Label* label = profiler::current_label()) {

@@ -1,6 +1,6 @@
 // InfiniOps' fused operators with no ATen operator of their own: RmsNorm
 // (F.rms_norm), Swiglu, SiluAndMul and CausalSoftmax (torch.ops.infini.*).
-// ops/fused.cpp decides when a call is one of them and shapes it; this file
+// ops/nn/fused.cpp decides when a call is one of them and shapes it; this file
 // checks what InfiniOps would assert on or compute otherwise than PyTorch,
 // and launches.
 //

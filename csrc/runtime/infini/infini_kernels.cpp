@@ -222,7 +222,7 @@ void launch_cast(InfiniProvider& provider, int device, StreamHandle stream,
 
 namespace {
 
-// InfiniOps' fused operators (infini_fused.cpp) for ops/fused.cpp.
+// InfiniOps' fused operators (infini_fused.cpp) for ops/nn/fused.cpp.
 class InfiniFusedKernels final : public FusedKernels {
  public:
   explicit InfiniFusedKernels(InfiniProvider& provider) : provider_(provider) {}

@@ -1,4 +1,4 @@
-#include "ops/aten_layouts.h"
+#include "ops/aten/aten_layouts.h"
 
 #include <array>
 #include <cfloat>

@@ -1,4 +1,4 @@
-#include "ops/aten_registry.h"
+#include "ops/aten/aten_registry.h"
 
 #include <c10/core/DispatchKey.h>
 #include <torch/library.h>
@@ -8,8 +8,8 @@
 #include <mutex>
 #include <set>
 
-#include "ops/aten_kernel.h"
-#include "ops/fallback.h"
+#include "ops/aten/aten_kernel.h"
+#include "ops/fallback/fallback.h"
 #include "runtime/ivalue_tensors.h"
 
 namespace torch_infini::ops {

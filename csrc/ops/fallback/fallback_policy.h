@@ -2,7 +2,7 @@
 
 // The opt-in CPU fallback's switch and operator lists: whether an operator
 // without an infini kernel may run on the CPU. Process-wide; read by the
-// boxed fallback (ops/fallback.cpp) on every call it receives, set from
+// boxed fallback (ops/fallback/fallback.cpp) on every call it receives, set from
 // Python (torch_infini.fallback) or the environment:
 //
 //   TORCH_INFINI_CPU_FALLBACK        1/0 (also true/false, on/off, yes/no)

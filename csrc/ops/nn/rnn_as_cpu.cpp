@@ -19,7 +19,7 @@
 // lstm.input is rnn_cells.cpp's (oneDNN's LSTM where CPU's rule takes it);
 // its other cases come here (lstm_as_cpu_steps).
 
-#include "ops/rnn_as_cpu.h"
+#include "ops/nn/rnn_as_cpu.h"
 
 #include <ATen/ATen.h>
 #include <ATen/ops/gru_cell_native.h>

@@ -1,6 +1,6 @@
 #pragma once
 
-// Which ATen overloads the generic kernel (ops/aten_kernel.cpp) serves, and
+// Which ATen overloads the generic kernel (ops/aten/aten_kernel.cpp) serves, and
 // how each one runs. Read from the dispatcher's own table at load, never a
 // hand-kept list: every overload with a CPU kernel, except
 //   - CompositeImplicitAutograd overloads (their autograd formulas must stay
@@ -10,7 +10,7 @@
 //     factories, random operators, ...),
 //   - view operators (their result must share the input's storage; the ones
 //     with CPU kernels are registered in ops/views.cpp),
-//   - random operators without a Generator argument (ops/random_*.cpp serve
+//   - random operators without a Generator argument (ops/random/random_*.cpp serve
 //     those); the ones with one (poisson, binomial, rrelu_with_noise, ...)
 //     synchronize and draw from the infini generator's CPU state, so a seed
 //     gives the CPU's numbers.

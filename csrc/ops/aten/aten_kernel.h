@@ -1,6 +1,6 @@
 #pragma once
 
-// The boxed kernel serving the ATen operator families (ops/aten_kernel.cpp),
+// The boxed kernel serving the ATen operator families (ops/aten/aten_kernel.cpp),
 // for native kernels that hand it the calls their own fast path does not
 // take (add with operands of two dtypes, which CPU promotes).
 
@@ -15,7 +15,7 @@ namespace torch_infini::ops {
 // layout, then the provider.
 void run_family_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
-// The generic kernel, for registration (ops/aten_registry.cpp).
+// The generic kernel, for registration (ops/aten/aten_registry.cpp).
 torch::CppFunction generic_aten_kernel();
 
 }  // namespace torch_infini::ops

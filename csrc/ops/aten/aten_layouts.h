@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "ops/aten_plan.h"
+#include "ops/aten/aten_plan.h"
 
 namespace torch_infini::ops {
 

@@ -1,4 +1,4 @@
-#include "ops/backend_policy.h"
+#include "ops/aten/backend_policy.h"
 
 #include <c10/util/Exception.h>
 
@@ -7,7 +7,7 @@
 #include <mutex>
 #include <unordered_set>
 
-#include "ops/fallback.h"
+#include "ops/fallback/fallback.h"
 #include "ops/op_coverage.h"
 
 namespace torch_infini::ops::backend_policy {

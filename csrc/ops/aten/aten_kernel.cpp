@@ -1,4 +1,4 @@
-// The generic boxed kernel: every ATen overload of ops/aten_registry.h.
+// The generic boxed kernel: every ATen overload of ops/aten/aten_registry.h.
 //
 // PyTorch semantics are settled on the calling thread, the same way for
 // every operator: tensors must be on one infini device (CPU 0-dim tensors
@@ -11,11 +11,11 @@
 //   - on one that runs CPU kernels over device memory (the host runtime),
 //     from CPU itself: the first call of each kind (overload, argument
 //     metadata and values) runs directly, on the calling thread after the
-//     stream (ops/aten_direct.h), raising CPU's own errors at the call;
+//     stream (ops/aten/aten_direct.h), raising CPU's own errors at the call;
 //     later calls of that kind are queued with its outputs' metadata;
 //   - elsewhere (the Infini stack, which maps the families of
 //     runtime/aten_ops.h onto InfiniOps), from a run on meta tensors
-//     (ops/aten_meta.h); what it does not map is refused, or runs through
+//     (ops/aten/aten_meta.h); what it does not map is refused, or runs through
 //     the opt-in CPU fallback.
 
 #include <ATen/MemoryOverlap.h>
@@ -35,15 +35,15 @@
 #include "core/InfiniFunctions.h"
 #include "core/InfiniGraph.h"
 #include "core/InfiniStream.h"
-#include "ops/aten_direct.h"
-#include "ops/aten_kernel.h"
-#include "ops/aten_layouts.h"
-#include "ops/aten_meta.h"
-#include "ops/aten_plan.h"
-#include "ops/aten_registry.h"
-#include "ops/backend_policy.h"
+#include "ops/aten/aten_direct.h"
+#include "ops/aten/aten_kernel.h"
+#include "ops/aten/aten_layouts.h"
+#include "ops/aten/aten_meta.h"
+#include "ops/aten/aten_plan.h"
+#include "ops/aten/aten_registry.h"
+#include "ops/aten/backend_policy.h"
 #include "ops/common.h"
-#include "ops/fallback.h"
+#include "ops/fallback/fallback.h"
 #include "ops/op_coverage.h"
 #include "runtime/aten_ops.h"
 #include "runtime/aten_route.h"
@@ -297,15 +297,14 @@ void check_overlaps(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
   }
 }
 
-// A new output laid out as `r` says, for `device`.
-c10::IValue allocate_result(const ResultLayout& r, c10::Device device,
+// A new output laid out as `r` says, on the call's device (which its
+// device guard has made current).
+c10::IValue allocate_result(const ResultLayout& r,
                             std::vector<at::Tensor>& flat) {
   const auto make = [&](const Layout& layout) {
     return layout.defined
-        ? at::empty_strided(layout.sizes, layout.strides,
-                            at::TensorOptions()
-                                .dtype(layout.dtype)
-                                .device(device))
+        ? empty_strided_on_current_device(layout.sizes, layout.strides,
+                                          layout.dtype)
         : at::Tensor();
   };
   if (!r.is_list) {
@@ -320,15 +319,15 @@ c10::IValue allocate_result(const ResultLayout& r, c10::Device device,
   return list;
 }
 
-// Queues the call on the current stream with outputs laid out as `layouts`
+// Queues the call on `target`'s stream with outputs laid out as `layouts`
 // says, leaving its returns on the stack.
 void queue_call(const Plan& plan, const c10::OperatorHandle& op,
-                c10::Device device, const Layouts& layouts,
+                const CallTarget& target, const Layouts& layouts,
                 torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const auto args = torch::jit::last(*stack, nargs);
-  auto& kernels = runtime::kernels();
+  auto& kernels = target.kernels;
 
   runtime::AtenCall call{op, {}, {}, plan.family};
   call.args.reserve(nargs + schema.returns().size());
@@ -362,8 +361,7 @@ void queue_call(const Plan& plan, const c10::OperatorHandle& op,
     if (returns_written(schema, i)) {
       returns.push_back(args[plan.written[written_returned++]]);
     } else {
-      returns.push_back(
-          allocate_result(layouts[next_result++], device, results));
+      returns.push_back(allocate_result(layouts[next_result++], results));
     }
   }
   if (plan.out_twin &&
@@ -394,8 +392,7 @@ void queue_call(const Plan& plan, const c10::OperatorHandle& op,
       check_supported(plan.name.c_str(), unsupported);
     }
     runtime::last_aten_route() = runtime::AtenRoute::kNative;
-    kernels.aten(device.index(), current_native_stream(device.index()),
-                 std::move(call));
+    kernels.aten(target.device.index(), target.native, std::move(call));
     if (runtime::last_aten_route() == runtime::AtenRoute::kAtenBacked) {
       coverage::served_as(op.operator_name(), coverage::Kind::kAtenBacked);
     }
@@ -411,7 +408,7 @@ void queue_call(const Plan& plan, const c10::OperatorHandle& op,
 // call the meta run refuses raises CPU's own error for it.
 void queue_call_laid_out_by_meta(const Plan& plan,
                                  const c10::OperatorHandle& op,
-                                 c10::Device device,
+                                 const CallTarget& target,
                                  c10::ArrayRef<c10::IValue> args,
                                  torch::jit::Stack* stack) {
   std::shared_ptr<const Layouts> layouts;
@@ -420,7 +417,7 @@ void queue_call_laid_out_by_meta(const Plan& plan,
   } catch (const std::exception&) {
     raise_cpu_error(op, args, std::current_exception());
   }
-  queue_call(plan, op, device, *layouts, stack);
+  queue_call(plan, op, target, *layouts, stack);
 }
 
 // The layouts, before the call, of its written arguments that are also
@@ -460,36 +457,40 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
   const auto args = torch::jit::last(*stack, schema.arguments().size());
   const c10::Device device = call_device(plan, schema, args);
   c10::DeviceGuard guard(device);
+  // The device is valid (the guard made it current); its current stream and
+  // the provider's kernels are resolved here, once: every step below takes
+  // them from `target`.
+  const c10::Stream stream = current_stream_of_valid_device(device.index());
+  auto& kernels = runtime::kernels();
+  const CallTarget target{device, stream, native_stream(stream), kernels};
   if (!plan.index_lists.empty()) {
     move_cpu_indices(plan, device, stack, schema.arguments().size());
   }
-  auto& kernels = runtime::kernels();
   if (backend_policy::divert(op, stack)) {
     return;  // TORCH_INFINI_ENFORCE_BACKEND: not served on that backend
   }
 
   if (kernels.runs_cpu_kernels()) {
     // Graph capture records queued work: nothing may run directly then.
-    const bool capturing = capture_underway() &&
-        is_stream_capturing(current_stream(device.index()));
+    const bool capturing = capture_underway() && is_stream_capturing(stream);
     if (capturing && plan.sync_reason.empty() && !indexes_by_mask(args)) {
       // Queued as the Infini stack's calls are: CPU's overlap errors checked
       // here (outside a capture the direct run raises them), the metadata
       // of a first call from a meta run.
       check_overlaps(plan, args);
-      queue_call_laid_out_by_meta(plan, op, device, args, stack);
+      queue_call_laid_out_by_meta(plan, op, target, args, stack);
       return;
     }
     SameArguments same = 0;
     if (plan.sync_reason.empty() && !needs_direct_run(plan, args, &same)) {
       std::string key;
       if (const auto layouts = find_layouts(plan, args, same, &key)) {
-        queue_call(plan, op, device, *layouts, stack);
+        queue_call(plan, op, target, *layouts, stack);
         return;
       }
       // The first call of its kind: CPU's errors and metadata, then cached.
       const auto before = same_written_layouts(plan, args, same);
-      auto learned = run_direct(plan, op, device, stack);
+      auto learned = run_direct(plan, op, target, stack);
       if (!keeps_layouts(before, *learned)) {
         key.clear();  // resizes an input it writes: always run directly
       }
@@ -497,13 +498,13 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
       return;
     }
     if (capturing) {
-      check_capturable(plan.name.c_str(), device.index(),
+      check_capturable(plan.name.c_str(), stream,
                        plan.sync_reason.empty()
                            ? "it indexes by a boolean mask, so its result's "
                              "shape depends on the data"
                            : plan.sync_reason);
     }
-    run_direct(plan, op, device, stack);
+    run_direct(plan, op, target, stack);
     return;
   }
 
@@ -536,7 +537,7 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
         "turn on the CPU fallback (TORCH_INFINI_CPU_FALLBACK=1) or use the host ",
         "runtime (TORCH_INFINI_PROVIDER=host)");
   }
-  queue_call_laid_out_by_meta(plan, op, device, args, stack);
+  queue_call_laid_out_by_meta(plan, op, target, args, stack);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "ops/fallback_policy.h"
+#include "ops/fallback/fallback_policy.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>

@@ -1,12 +1,15 @@
 #pragma once
 
-// What the generic kernel (ops/aten_kernel.cpp) and its metadata steps
-// (ops/aten_layouts.cpp, ops/aten_meta.cpp) share: how a registered overload
-// is run, the outputs' metadata, and a walk over a call's tensor arguments.
+// What the generic kernel (ops/aten/aten_kernel.cpp) and its steps
+// (aten_layouts.cpp, aten_meta.cpp, aten_direct.cpp) share: how a
+// registered overload is run, where a call runs, the outputs' metadata, and
+// a walk over a call's tensor arguments.
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
+#include <c10/core/Stream.h>
 
 #include <atomic>
 #include <memory>
@@ -15,6 +18,8 @@
 #include <vector>
 
 #include "runtime/aten_ops.h"
+#include "runtime/kernels.h"
+#include "runtime/runtime.h"
 
 namespace torch_infini::ops {
 
@@ -41,10 +46,21 @@ struct Plan {
   // the functional overload runs from then on.
   std::shared_ptr<std::atomic<bool>> twin_refuted =
       std::make_shared<std::atomic<bool>>(false);
-  // Non-empty: every call synchronizes and runs directly (ops/aten_registry.h).
+  // Non-empty: every call synchronizes and runs directly (ops/aten/aten_registry.h).
   std::string sync_reason;
   // Elementwise results take their inputs' layout (the meta path's fix-up).
   bool elementwise = false;
+};
+
+// Where one call runs: its device, that device's current stream and the
+// provider's kernels, resolved once when the kernel is entered (under the
+// call's device guard) and handed to every step, so that no step asks for
+// them again (each ask re-validates the device index, or the provider).
+struct CallTarget {
+  c10::Device device;
+  c10::Stream stream;            // the current stream of `device`
+  runtime::StreamHandle native;  // the provider's handle of `stream`
+  runtime::OpKernels& kernels;   // the provider's kernels (runtime::kernels())
 };
 
 // The metadata of one output tensor: a functional result, or an out= or

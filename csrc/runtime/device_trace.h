@@ -4,11 +4,12 @@
 // stream ran while a profiler collected device activity, timed where the work
 // really ran (on the host runtime, the stream's worker thread).
 //
-// This header is the runtime-independent part, so that runtime/ can time its
-// work without knowing any profiler: the Kineto activity profiler and the
-// Python helpers (csrc/profiler/*.cpp) start and stop collection and read the
-// records. Nothing here costs anything while no profiler is active but the
-// one relaxed atomic load of tracing().
+// It lives beside the runtime that fills it, so that runtime/ can time its
+// work without knowing any profiler: the PyTorch integration above it (the
+// Kineto activity profiler, core/InfiniActivityProfiler.cpp, and the Python
+// helpers) starts and stops collection and reads the records. Nothing
+// here costs anything while no profiler is active but the one relaxed
+// atomic load of tracing().
 
 #include <atomic>
 #include <cstdint>

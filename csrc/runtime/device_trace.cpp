@@ -1,4 +1,4 @@
-#include "profiler/device_trace.h"
+#include "runtime/device_trace.h"
 
 #include <c10/util/ApproximateClock.h>
 #include <c10/util/SmallVector.h>

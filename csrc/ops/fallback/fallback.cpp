@@ -1,7 +1,7 @@
 // Every ATen operator without an infini kernel lands here.
 //
 // By default it fails clearly, naming the operator. With the opt-in CPU
-// fallback on (ops/fallback_policy.h), the operator runs on the CPU: tensor
+// fallback on (ops/fallback/fallback_policy.h), the operator runs on the CPU: tensor
 // inputs are copied to the host, the CPU kernel runs, every argument it
 // wrote (marked in its schema or not: native_batch_norm's running
 // statistics) is written back into the original infini tensors and new
@@ -29,7 +29,7 @@
 
 #include "core/InfiniFunctions.h"
 #include "ops/common.h"
-#include "ops/fallback_policy.h"
+#include "ops/fallback/fallback_policy.h"
 #include "ops/op_coverage.h"
 #include "runtime/ivalue_tensors.h"
 

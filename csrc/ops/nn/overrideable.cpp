@@ -13,7 +13,7 @@
 #include <ATen/ops/_fused_sdp_choice_native.h>
 #include <torch/library.h>
 
-#include "ops/aten_kernel.h"
+#include "ops/aten/aten_kernel.h"
 #include "runtime/kernels.h"
 
 namespace torch_infini::ops {

@@ -1,6 +1,6 @@
 #pragma once
 
-// The generic kernel's synchronizing path (ops/aten_direct.cpp), on
+// The generic kernel's synchronizing path (ops/aten/aten_direct.cpp), on
 // providers that run CPU kernels over device memory: wait for the current
 // stream, run the CPU kernel on the calling thread, return its results as
 // infini tensors. It serves calls whose results depend on the data, calls
@@ -13,8 +13,8 @@
 
 #include <memory>
 
-#include "ops/aten_layouts.h"
-#include "ops/aten_plan.h"
+#include "ops/aten/aten_layouts.h"
+#include "ops/aten/aten_plan.h"
 
 namespace torch_infini::ops {
 
@@ -30,12 +30,12 @@ bool needs_direct_run(const Plan& plan, c10::ArrayRef<c10::IValue> args,
 // result's shape, or what is written, depends on the data.
 bool indexes_by_mask(c10::ArrayRef<c10::IValue> args);
 
-// Runs the call on `stack` directly, replacing its arguments with its
-// returns. Returns its outputs' metadata (to cache, for a call that may be
-// queued next time).
+// Runs the call on `stack` directly, after the work queued on `target`'s
+// stream, replacing its arguments with its returns. Returns its outputs'
+// metadata (to cache, for a call that may be queued next time).
 std::shared_ptr<const Layouts> run_direct(const Plan& plan,
                                           const c10::OperatorHandle& op,
-                                          c10::Device device,
+                                          const CallTarget& target,
                                           torch::jit::Stack* stack);
 
 }  // namespace torch_infini::ops

@@ -5,7 +5,7 @@
 // normal(mean, std, size) are ATen composites over empty and these.
 //
 // Every draw runs on the host with the infini generator's CPU state, see
-// ops/host_random.h; arithmetic on device tensors (normal's mean and std)
+// ops/random/host_random.h; arithmetic on device tensors (normal's mean and std)
 // runs on the device after the draw, in the order the CPU kernel uses, so
 // results equal the CPU's for the same seed.
 
@@ -18,7 +18,7 @@
 #include <torch/library.h>
 
 #include "ops/common.h"
-#include "ops/host_random.h"
+#include "ops/random/host_random.h"
 
 namespace torch_infini::ops {
 namespace {

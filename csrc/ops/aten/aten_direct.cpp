@@ -1,4 +1,4 @@
-#include "ops/aten_direct.h"
+#include "ops/aten/aten_direct.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
@@ -12,9 +12,8 @@
 
 #include "core/InfiniFunctions.h"
 #include "core/InfiniGenerator.h"
-#include "ops/host_random.h"
-#include "ops/common.h"
-#include "profiler/device_trace.h"
+#include "ops/random/host_random.h"
+#include "runtime/device_trace.h"
 #include "runtime/ivalue_tensors.h"
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
@@ -110,8 +109,9 @@ bool needs_direct_run(const Plan& plan, c10::ArrayRef<c10::IValue> args,
 
 std::shared_ptr<const Layouts> run_direct(const Plan& plan,
                                           const c10::OperatorHandle& op,
-                                          c10::Device device,
+                                          const CallTarget& target,
                                           torch::jit::Stack* stack) {
+  const c10::Device device = target.device;
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const std::vector<c10::IValue> args(stack->end() - nargs, stack->end());
@@ -150,17 +150,16 @@ std::shared_ptr<const Layouts> run_direct(const Plan& plan,
     cpu[i] = impl->host_generator();
   }
 
-  runtime::StreamHandle stream = current_native_stream(device.index());
-  runtime::provider().stream_synchronize(device.index(), stream);
+  runtime::provider().stream_synchronize(device.index(), target.native);
   // Work on the device like a queued call's, run here in stream order: the
   // profiler's device timeline shows it on the stream it stands for.
   const bool traced = profiler::tracing();
   const int64_t started = traced ? profiler::now_ns() : 0;
-  runtime::kernels().aten_now(op, cpu);
+  target.kernels.aten_now(op, cpu);
   if (traced) {
     profiler::record_direct(schema.name().c_str(),
                             schema.overload_name().c_str(), device.index(),
-                            stream, started);
+                            target.native, started);
   }
   locks.clear();
 

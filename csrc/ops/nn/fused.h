@@ -2,7 +2,7 @@
 
 // Fused operators that have no ATen operator of their own (InfiniOps'
 // RmsNorm, Swiglu, SiluAndMul, CausalSoftmax), reached from F.rms_norm
-// (aten::rms_norm, ops/fused.cpp) and from torch.ops.infini.*
+// (aten::rms_norm, ops/nn/fused.cpp) and from torch.ops.infini.*
 // (torch_infini/fused_ops.py). Where the provider has no such kernel, or
 // the call is not one it computes as PyTorch does, the caller composes the
 // operator from ATen operators, as it does on every other device.

@@ -1,4 +1,4 @@
-#include "ops/aten_meta.h"
+#include "ops/aten/aten_meta.h"
 
 #include <ATen/TensorIterator.h>
 #include <ATen/core/LegacyTypeDispatch.h>
@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "core/InfiniFunctions.h"
-#include "ops/aten_layouts.h"
+#include "ops/aten/aten_layouts.h"
 
 namespace torch_infini::ops {
 namespace {

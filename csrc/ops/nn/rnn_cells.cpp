@@ -24,8 +24,8 @@
 
 #include <tuple>
 
-#include "ops/aten_kernel.h"
-#include "ops/rnn_as_cpu.h"
+#include "ops/aten/aten_kernel.h"
+#include "ops/nn/rnn_as_cpu.h"
 #include "runtime/kernels.h"
 
 namespace torch_infini::ops {

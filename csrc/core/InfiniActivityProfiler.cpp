@@ -8,7 +8,7 @@
 // .registerProfilerFactory; we call that directly, because the registry's
 // header includes Kineto's headers by bare name (it needs torch/include/kineto
 // on the include path, which would change every translation unit's command
-// line) and is empty unless USE_KINETO is defined. Our session turns on device tracing (profiler/device_trace.h), keeps
+// line) and is empty unless USE_KINETO is defined. Our session turns on device tracing (runtime/device_trace.h), keeps
 // the correlation id of the operator each thread is inside (Kineto pushes and
 // pops them as operators enter and leave), and at the end hands Kineto one
 // activity per kernel and copy the streams ran, linked to the operator that
@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "core/InfiniStream.h"
-#include "profiler/device_trace.h"
+#include "runtime/device_trace.h"
 #include "runtime/runtime.h"
 
 namespace torch_infini::profiler {

@@ -3,14 +3,14 @@
 // The output metadata of a generic-kernel call from a run on meta tensors
 // (CPU's shape checks and shapes), for providers that cannot run CPU kernels
 // over device memory (the Infini stack). Cached like every call's layouts
-// (ops/aten_layouts.h).
+// (ops/aten/aten_layouts.h).
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 
 #include <memory>
 
-#include "ops/aten_plan.h"
+#include "ops/aten/aten_plan.h"
 
 namespace torch_infini::ops {
 

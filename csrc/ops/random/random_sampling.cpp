@@ -3,7 +3,7 @@
 // nn.Dropout call on the device in training).
 //
 // Draws run on the host with the infini generator's CPU state (see
-// ops/host_random.h). multinomial reads its weights on the host (a
+// ops/random/host_random.h). multinomial reads its weights on the host (a
 // synchronous copy), since every sample depends on them. native_dropout's
 // output is input * mask * scale on the device.
 
@@ -20,7 +20,7 @@
 #include <tuple>
 
 #include "ops/common.h"
-#include "ops/host_random.h"
+#include "ops/random/host_random.h"
 
 namespace torch_infini::ops {
 namespace {

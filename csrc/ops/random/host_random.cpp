@@ -1,4 +1,4 @@
-#include "ops/host_random.h"
+#include "ops/random/host_random.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/DistributionsHelper.h>

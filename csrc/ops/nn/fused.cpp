@@ -1,5 +1,5 @@
 // F.rms_norm on the provider's fused RmsNorm, and the shaping of every fused
-// call (ops/fused.h).
+// call (ops/nn/fused.h).
 //
 // aten::rms_norm is CompositeImplicitAutograd: PyTorch 2.13 decomposes it on
 // every device without a kernel of its own (its fused aten::_fused_rms_norm
@@ -23,7 +23,7 @@
 
 #include "core/InfiniFunctions.h"
 #include "ops/common.h"
-#include "ops/fused.h"
+#include "ops/nn/fused.h"
 #include "ops/op_coverage.h"
 #include "runtime/fused_kernels.h"
 
