@@ -212,7 +212,7 @@ def samples_of(info, dtype: torch.dtype, mode: str) -> list:
 #: Samples per case the test runs (the loss modules have over a hundred each;
 #: the first ones cover every constructor argument the generator varies
 #: first). ``run_case(..., limit=None)`` runs them all.
-SAMPLES_PER_CASE = 12
+SAMPLES_PER_CASE = 6
 
 
 def run_case(info, dtype: torch.dtype, mode: str, limit: int | None = SAMPLES_PER_CASE) -> Outcome:

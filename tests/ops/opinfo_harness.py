@@ -33,7 +33,7 @@ import torch
 from infini_testing import tensors_in
 
 DEV = torch.device("infini:0")
-SAMPLES_PER_CASE = 2  # of each case's samples; tools/opinfo_sweep.py --samples takes more
+SAMPLES_PER_CASE = 1  # of each case's samples (each run RUNS times); tools/opinfo_sweep.py --samples takes more
 RUNS = 2  # infini runs of every sample, on fresh copies of its inputs
 
 FORWARD_DTYPES = (torch.float32, torch.bfloat16, torch.int64, torch.complex64)
