@@ -2,12 +2,16 @@
 // pre-checks and the implementation chosen per call.
 //
 // What InfiniOps would reject (it aborts the process) is refused here first:
-// - tensors of a dtype InfiniRT has no DataType for (bool, complex);
+// - tensors of a dtype InfiniRT has no DataType for (bool, complex), except
+//   bool outputs of an ATen-backed call that reads no bool, where ATen's
+//   kernel takes uint8 for them (tried once per overload): they are passed
+//   as uint8, InfiniOps' own reading of torch.bool (its Python binding's), and
+//   ATen writes a bool result into uint8 as the bytes 0 and 1 a bool has;
 // - a CPU scalar operand PyTorch would not read as exactly the output's
 //   dtype (InfiniOps reads device memory only: it gets a device copy);
 // - a Scalar InfiniOps' double would change: beyond 2^53, or an integer
-//   beside integer tensors (ATen computes integer arithmetic with an integer
-//   Scalar, and refuses a floating one there);
+//   where the call computes in an integer dtype (ATen computes integer
+//   arithmetic with an integer Scalar, and refuses a floating one there);
 // - an argument its API leaves out (layout, device, memory format) that is
 //   not None;
 // - an implementation index the build lacks: never asked for.
@@ -17,15 +21,21 @@
 
 #include "runtime/infini/infini_binding.h"
 
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/from_blob.h>
+#include <ATen/ops/zeros.h>
+#include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <optional>
+#include <unordered_map>
 
 #include "runtime/aten_route.h"
 #include "runtime/infini/device_scalars.h"
+#include "runtime/ivalue_tensors.h"
 
 namespace torch_infini::runtime::infini {
 namespace binding_detail {
@@ -140,14 +150,27 @@ const AtenCall& with_results(const AtenCall& call,
   return **storage;
 }
 
-// The dtype of the call's first output.
-c10::ScalarType output_dtype(const Binding& b, const AtenCall& call) {
+// The dtype the call computes in: its first output's, or for a bool output
+// (a comparison) its first device input's.
+c10::ScalarType compute_dtype(const Binding& b, const AtenCall& call) {
+  c10::ScalarType out = c10::ScalarType::Undefined;
   for (const auto& c : b.conversions) {
     if (c.output && call.args[c.aten_index].isTensor()) {
-      return call.args[c.aten_index].toTensor().scalar_type();
+      out = call.args[c.aten_index].toTensor().scalar_type();
+      break;
     }
   }
-  return c10::ScalarType::Undefined;
+  if (out != c10::ScalarType::Bool) {
+    return out;
+  }
+  for (const auto& c : b.conversions) {
+    const c10::IValue& v = call.args[c.aten_index];
+    if (!c.output && v.isTensor() && v.toTensor().defined() &&
+        !v.toTensor().device().is_cpu()) {
+      return v.toTensor().scalar_type();
+    }
+  }
+  return out;
 }
 
 // The dtype a CPU scalar operand `s` is copied to the device as: the
@@ -166,18 +189,69 @@ c10::ScalarType scalar_dtype(const at::Tensor& s, c10::ScalarType out,
 
 std::string cpu_scalar_reason(const Binding& b, const AtenCall& call,
                               bool aten_backed) {
-  const c10::ScalarType out = output_dtype(b, call);
+  const c10::ScalarType out = compute_dtype(b, call);
   std::string reason;
   each_tensor(b, call.args, [&](const at::Tensor& t, const ArgConversion& c) {
     if (reason.empty() && t.defined() && t.device().is_cpu() && !c.output &&
         scalar_dtype(t, out, aten_backed) == c10::ScalarType::Undefined) {
       reason = "infini::ops::" + b.op + " reads operands from device memory, "
           "and the CPU scalar operand is not exactly representable in the "
-          "output's dtype " + dtype_name(out) + " (PyTorch computes with it "
+          "dtype the call computes in, " + dtype_name(out) + " (PyTorch computes with it "
           "in float32)";
     }
   });
   return reason;
+}
+
+// Drops warnings (a probe's).
+class DropWarnings final : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning&) override {}
+};
+
+// Whether ATen's kernel of `call.op` accepts uint8 tensors in place of its
+// bool outputs: most do (comparisons, logical_*, all/any), a few insist on
+// bool (isneginf, isposinf). Tried once per overload, on CPU zeros laid out
+// as the call's tensors; a functional overload (its results appended to its
+// arguments) cannot be tried and is not.
+bool takes_uint8_for_bool(const AtenCall& call) {
+  if (!call.results_into.empty()) {
+    return false;
+  }
+  static std::mutex mutex;
+  static std::unordered_map<std::string, bool> known;
+  const std::string name = c10::toString(call.op.operator_name());
+  {
+    std::lock_guard<std::mutex> lock(mutex);  // a lookup, no device call
+    const auto it = known.find(name);
+    if (it != known.end()) {
+      return it->second;
+    }
+  }
+  torch::jit::Stack cpu;
+  for (const c10::IValue& value : call.args) {
+    cpu.push_back(map_tensors(value, [](const at::Tensor& t) {
+      if (!t.defined() || t.device().is_cpu()) {
+        return t;
+      }
+      const c10::ScalarType dtype = t.scalar_type() == c10::ScalarType::Bool
+          ? c10::ScalarType::Byte
+          : t.scalar_type();
+      return at::zeros(t.sizes(), t.options().device(at::kCPU).dtype(dtype));
+    }));
+  }
+  bool accepted = true;
+  try {
+    DropWarnings drop;
+    c10::WarningUtils::WarningHandlerGuard quiet(&drop);
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    call.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
+  } catch (const std::exception&) {
+    accepted = false;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  known.emplace(name, accepted);
+  return accepted;
 }
 
 // What every implementation needs; empty when the call converts.
@@ -190,7 +264,7 @@ std::string common_reason(const Binding& b, const AtenCall& call) {
     }
   }
   std::string reason;
-  bool integer_inputs = false;
+  bool bool_output = false;
   each_tensor(b, call.args, [&](const at::Tensor& t, const ArgConversion& c) {
     if (!reason.empty()) {
       return;
@@ -201,13 +275,16 @@ std::string common_reason(const Binding& b, const AtenCall& call) {
       }
       return;
     }
-    if (!mappable(t.scalar_type())) {
+    bool_output = bool_output || t.scalar_type() == c10::ScalarType::Bool;
+    if (!mappable(t.scalar_type()) &&
+        !(c.output && t.scalar_type() == c10::ScalarType::Bool)) {
       reason = kernel + " has no " + dtype_name(t.scalar_type()) +
-          " tensors (InfiniRT has no such DataType)";
+          " tensors (InfiniRT has no such DataType)" +
+          (t.scalar_type() == c10::ScalarType::Bool
+               ? std::string(": a bool result is served, a bool operand "
+                             "(a mask, a condition) is not")
+               : std::string());
       return;
-    }
-    if (!c.output && !t.device().is_cpu() && !is_floating(t.scalar_type())) {
-      integer_inputs = true;  // a device tensor (CPU scalars are operands)
     }
     if (t.device().is_cpu() && c.output) {
       reason = kernel + " writes device memory only, not a CPU tensor";
@@ -215,6 +292,11 @@ std::string common_reason(const Binding& b, const AtenCall& call) {
   });
   if (!reason.empty()) {
     return reason;
+  }
+  if (bool_output && !takes_uint8_for_bool(call)) {
+    return kernel + " has no bool tensors (InfiniRT has no such DataType), "
+        "and ATen's " + c10::toString(call.op.operator_name()) +
+        " writes its result as bool only";
   }
   for (const auto& c : b.conversions) {
     const c10::IValue& v = call.args[c.aten_index];
@@ -226,7 +308,7 @@ std::string common_reason(const Binding& b, const AtenCall& call) {
             "' as a double: a complex value is not served";
       }
       if (!s.isFloatingPoint()) {
-        if (integer_inputs) {
+        if (!is_floating(compute_dtype(b, call))) {
           return kernel + " takes '" + arg_name(call, c.aten_index) +
               "' as a double, and ATen computes integer tensors with an "
               "integer scalar (and refuses a floating one)";
@@ -364,7 +446,7 @@ void GenericServer::run(const Binding& b, int device, StreamHandle stream,
               " of ", b.op, " in this build");
   std::vector<c10::IValue> args(call.args.begin(), call.args.end());
   const bool aten_backed = implementation == kAtenBackedIndex;
-  const c10::ScalarType out_dtype = output_dtype(b, call);
+  const c10::ScalarType out_dtype = compute_dtype(b, call);
   c10::DataPtr owned[4];
   size_t next_owned = 0;
   at::Tensor out;

@@ -93,9 +93,14 @@ inline iops::Tensor view_of(const TensorArg& t, irt::DataType dtype,
   return iops::Tensor(t.data, shape, dtype, device, strides);
 }
 
+// A bool tensor is viewed as uint8, as InfiniOps' own binding reads
+// torch.bool: the binding passes only bool results this way, which ATen
+// writes as the bytes 0 and 1 (infini_binding.cpp).
 inline iops::Tensor view_of(const TensorArg& t, const irt::Device& device) {
-  irt::DataType dtype = irt::DataType::kFloat32;
-  to_infini_dtype(t.dtype, &dtype);
+  irt::DataType dtype = irt::DataType::kUInt8;
+  const bool mapped = to_infini_dtype(t.dtype, &dtype);
+  TORCH_INTERNAL_ASSERT(mapped || t.dtype == c10::ScalarType::Bool,
+                        "infini: no InfiniRT DataType for ", t.dtype);
   return view_of(t, dtype, device);
 }
 
