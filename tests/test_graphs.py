@@ -206,6 +206,32 @@ def test_data_dependent_operator_raises_naming_it():
 
 
 @needs_graphs
+@pytest.mark.parametrize("case", ["max_of_empty", "index_select_out_is_its_input", "gather_out_is_its_input"])
+def test_errors_cpu_raises_where_meta_functions_do_not_look_are_raised_at_capture(case):
+    """A capture lays calls out by meta functions, as the Infini stack does
+    every call: an error CPU raises that its meta function does not (max()
+    of no elements; an output that is the memory of an input) is still
+    raised at the call, with CPU's type and message."""
+    calls = {
+        "max_of_empty": lambda x, index: x[:0].max(),
+        "index_select_out_is_its_input": lambda x, index: torch.index_select(x.view(2, 2), 0, index[0],
+                                                                             out=x.view(2, 2)),
+        "gather_out_is_its_input": lambda x, index: torch.gather(x.view(2, 2), 0, index, out=x.view(2, 2)),
+    }
+    index = torch.tensor([[1, 0], [0, 1]])
+    with pytest.raises(Exception) as cpu:
+        calls[case](torch.ones(4), index)
+    x, on_device = torch.ones(4, device=DEV), index.to(DEV)
+    g = torch.infini.InfiniGraph()
+    with pytest.raises(type(cpu.value)) as infini:  # as a host-side check on CUDA: the capture itself ends
+        with torch.infini.graph(g):
+            calls[case](x, on_device)
+    assert str(infini.value) == str(cpu.value)
+    assert not torch.infini.is_current_stream_capturing()
+    assert torch.equal(x.cpu(), torch.ones(4))
+
+
+@needs_graphs
 def test_random_operator_raises_naming_it():
     error = capture_error(lambda x: x.uniform_())
     assert "cannot be captured" in str(error) and "random" in str(error)

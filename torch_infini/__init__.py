@@ -69,6 +69,7 @@ try:
     from . import distributed
     from . import fallback
     from . import backend_support
+    from . import decompositions
     from . import fused_ops  # torch.ops.infini.swiglu, silu_and_mul, causal_softmax
     from . import _autograd
     from . import _compile
@@ -122,6 +123,7 @@ if _LOAD_ERROR is None:
         fallback._setup_from_environment()
         backend_support._setup_from_environment()
         _autograd.install()
+        decompositions.install()
         _transfer_from_environment()
     except Exception as _error:  # noqa: BLE001
         if not _running_diagnostics():

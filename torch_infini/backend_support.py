@@ -277,6 +277,10 @@ class Verdict:
     # that no entry adapts yet (HAND_BOUND only: Softmax for _softmax, ...).
     today: bool = False
     fails: str = ""  # for unserved: "refused" or "fallback" (with TORCH_INFINI_CPU_FALLBACK=1)
+    # For unserved: PyTorch has a decomposition the provider runs it as, where
+    # the operators it calls are served (torch_infini.decompositions); only
+    # otherwise does it fail as `fails` says.
+    decomposes: bool = False
 
 
 _RANK = {"native": 0, "aten": 1, "absent": 2}
@@ -314,7 +318,15 @@ def classify(overload: str, backend: str, pin: str = CURRENT_PIN, kind: str = "n
     if best == "aten":
         return Verdict("aten", bound, today)
     fails = "refused" if is_random(overload) else "fallback"
-    return Verdict("unserved", bound, today, fails)
+    return Verdict("unserved", bound, today, fails, decomposes=_decomposes(overload))
+
+
+def _decomposes(overload: str) -> bool:
+    """Whether the Infini provider tries PyTorch's decomposition of `overload`
+    (non-random, writing only out= arguments: the kernel's rule)."""
+    from .decompositions import decomposition_table
+
+    return not is_random(overload) and overload in decomposition_table()
 
 
 def served_overloads(backend: str, pin: str = CURRENT_PIN, with_torch: bool = False) -> list[str]:

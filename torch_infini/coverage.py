@@ -152,7 +152,7 @@ def report(run_result: dict[str, Any], backend: str, pin: str = support.CURRENT_
         ms = run_result["device_ms"].get(op, 0.0) if timed else entry["host_ms"]
         overloads.append({
             "op": op, "calls": entry["calls"], "time_ms": round(ms, 4), "status": verdict.status,
-            "fails": verdict.fails or None, "infiniops": list(verdict.operators), "today": verdict.today,
+            "fails": verdict.fails or None, "decomposes": verdict.decomposes, "infiniops": list(verdict.operators), "today": verdict.today,
             "ran_on_host_as": entry["ran"],
         })
     counted = [o for o in overloads if o["status"] != "composite"]
@@ -176,6 +176,7 @@ def report(run_result: dict[str, Any], backend: str, pin: str = support.CURRENT_
     unserved = [o for o in overloads if o["status"] == "unserved"]
     groups["unserved"]["refused"] = sum(1 for o in unserved if o["fails"] == "refused")
     groups["unserved"]["fallback"] = sum(1 for o in unserved if o["fails"] == "fallback")
+    groups["unserved"]["decomposes"] = sum(1 for o in unserved if o["decomposes"])
     today = [o for o in counted if o["today"] and o["status"] != "device"]
     return {
         "backend": backend,
@@ -221,8 +222,10 @@ def format_report(rep: dict[str, Any], limit: int = 12) -> str:
                      f"{_pct(rep['generated_kernels_share']):>7}")
     u = g["unserved"]
     if u["overloads"]:
-        lines.append(f"  not served: {u['fallback']} overloads would run on the CPU with TORCH_INFINI_CPU_FALLBACK=1, "
-                     f"{u['refused']} are refused even then (random operators); without it all are refused")
+        lines.append(f"  not served: {u['decomposes']} overloads run as PyTorch's decomposition where the operators it "
+                     f"calls are served; otherwise {u['fallback']} would run on the CPU with "
+                     f"TORCH_INFINI_CPU_FALLBACK=1, {u['refused']} are refused even then (random operators); "
+                     "without it all are refused")
     t = rep["provider_today"]
     lines.append(f"  torch-infini's Infini provider serves {t['overloads']} of these overloads on {b} "
                  f"({_pct(t['call_share']).strip()} of calls: native kernels, and ATen-backed ones where InfiniOps "

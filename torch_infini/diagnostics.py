@@ -184,7 +184,8 @@ def registered_operators() -> list[dict[str, Any]]:
                 reason = generic[name]
                 note += (f", synchronizing ({reason})" if reason else ", queued") + (
                     " (ATen's CPU kernel)" if info["provider"] == "host" else
-                    " where InfiniOps serves it, else refused (or the opt-in CPU fallback)")
+                    " where InfiniOps serves it, else as PyTorch's decomposition where it has one and its "
+                    "parts are served, else refused (or the opt-in CPU fallback)")
             row = limited.get(_family(name))
             if row is not None:
                 note += f" (dtypes: {', '.join(row['dtypes'])}; kernel: {row['kernel']})"

@@ -19,6 +19,7 @@
 #include "ops/op_coverage.h"
 #include "runtime/device_trace.h"
 #include "python/compile_bindings.h"
+#include "python/decompose_bindings.h"
 #include "python/distributed_bindings.h"
 #include "python/graph_bindings.h"
 #include "python/gil.h"
@@ -142,6 +143,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // After every static registration of the infini kernels, which it keeps.
   ops::register_generic_aten_kernels();
   bind_compile(m);
+  bind_decompositions(m);
   bind_distributed(m);
   bind_graphs(m);
 

@@ -50,6 +50,9 @@ struct Plan {
   std::string sync_reason;
   // Elementwise results take their inputs' layout (the meta path's fix-up).
   bool elementwise = false;
+  // Tagged pointwise, it or an overload of its operator (PyTorch tags
+  // where.self but not where.self_out, masked_fill but not masked_fill_).
+  bool pointwise = false;
 };
 
 // Where one call runs: its device, that device's current stream and the

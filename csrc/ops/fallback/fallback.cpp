@@ -36,8 +36,20 @@
 namespace torch_infini::ops {
 namespace {
 
-std::string no_kernel_message(const c10::OperatorHandle& op) {
+// `why`, where given, says why a kernel the provider has cannot run the
+// call; otherwise the provider has none.
+std::string no_kernel_message(const c10::OperatorHandle& op,
+                              const std::string& why = {}) {
   std::ostringstream out;
+  if (!why.empty()) {
+    out << "The infini device cannot run '" << op.schema().operator_name()
+        << "' (provider " << provider_label() << "): " << why << ".";
+    if (provider_label() != "host") {
+      out << " The built-in host runtime (TORCH_INFINI_PROVIDER=host) runs "
+             "every ATen operator that has a CPU kernel.";
+    }
+    return out.str();
+  }
   out << "The infini device has no kernel for '" << op.schema().operator_name()
       << "' (provider " << provider_label() << ").";
   if (provider_label() != "host") {
@@ -49,10 +61,11 @@ std::string no_kernel_message(const c10::OperatorHandle& op) {
 }
 
 [[noreturn]] void refuse(const c10::OperatorHandle& op,
-                         const std::string& detail) {
+                         const std::string& detail,
+                         const std::string& why = {}) {
   coverage::record(op.schema().operator_name(), coverage::Kind::kUnsupported,
                    0);
-  TORCH_CHECK_NOT_IMPLEMENTED(false, no_kernel_message(op), " ", detail);
+  TORCH_CHECK_NOT_IMPLEMENTED(false, no_kernel_message(op, why), " ", detail);
 }
 
 
@@ -315,31 +328,34 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   coverage::record(name, coverage::Kind::kFallback, elapsed_ns(start));
 }
 
-void infini_fallback(const c10::OperatorHandle& op,
-                     torch::jit::Stack* stack) {
+void infini_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                     const std::string& why) {
   const auto& name = op.schema().operator_name();
   const auto arguments =
       torch::jit::last(*stack, op.schema().arguments().size());
 
   const std::string structural = structural_refusal(op, arguments);
   if (!structural.empty()) {
-    refuse(op, structural +
-                   " Run `python -m torch_infini --ops` for the operators "
-                   "the device supports.");
+    refuse(op,
+           structural +
+               " Run `python -m torch_infini --ops` for the operators "
+               "the device supports.",
+           why);
   }
   if (!fallback_policy::enabled()) {
     refuse(op,
            "Run `python -m torch_infini --ops` for the operators it supports; "
            "compute this one on the CPU explicitly (tensor.cpu()) if you need "
            "it, or turn on the opt-in CPU fallback "
-           "(TORCH_INFINI_CPU_FALLBACK=1 or torch_infini.fallback.enable()).");
+           "(TORCH_INFINI_CPU_FALLBACK=1 or torch_infini.fallback.enable()).",
+           why);
   }
   const std::string listed = fallback_policy::list_refusal(name);
   if (!listed.empty()) {
     std::ostringstream detail;
     detail << "'" << name << "' " << listed
            << ", so it does not fall back to the CPU.";
-    refuse(op, detail.str());
+    refuse(op, detail.str(), why);
   }
   run_on_cpu(op, stack);
 }
@@ -352,8 +368,8 @@ void run_on_cpu_for_test(const c10::OperatorHandle& op,
 }
 
 void cpu_fallback_or_refuse(const c10::OperatorHandle& op,
-                            torch::jit::Stack* stack) {
-  infini_fallback(op, stack);
+                            torch::jit::Stack* stack, const std::string& why) {
+  infini_fallback(op, stack, why);
 }
 
 bool try_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -365,8 +381,17 @@ bool try_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   return true;
 }
 
+namespace {
+
+// Every operator without an infini kernel.
+void no_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  infini_fallback(op, stack, {});
+}
+
+}  // namespace
+
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&infini_fallback>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&no_kernel>());
 }
 
 namespace {

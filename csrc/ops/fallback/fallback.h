@@ -7,6 +7,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
+#include <string>
+
 namespace torch_infini::ops {
 
 // Runs `op` with `stack` on the CPU when the opt-in fallback is on and its
@@ -16,9 +18,11 @@ bool try_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // What an operator without a kernel on the provider gets: the opt-in CPU
 // fallback where it is on and can run the operator correctly; otherwise
-// NotImplementedError naming the operator and why.
+// NotImplementedError naming the operator and why. `why`, where given, says
+// why the provider cannot run this call although it has a kernel.
 void cpu_fallback_or_refuse(const c10::OperatorHandle& op,
-                            torch::jit::Stack* stack);
+                            torch::jit::Stack* stack,
+                            const std::string& why = {});
 
 // The fallback's CPU run of `op`, whatever provider and policy (tests of
 // the copy-back on the host runtime, where every operator has a kernel).

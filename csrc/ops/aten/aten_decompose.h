@@ -1,0 +1,32 @@
+#pragma once
+
+// PyTorch's own decompositions, for the overloads a provider does not map
+// onto its library: on the Infini stack an operator InfiniOps lacks
+// (native_layer_norm, arange, flip, ...) runs as the operators PyTorch
+// decomposes it into (torch._decomp), where those are served. The
+// decompositions are Python functions; torch_infini.decompositions installs
+// them (python/decompose_bindings.cpp), so this layer holds only the hook.
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+#include <string>
+
+namespace torch_infini::ops {
+
+// Runs the decomposition of `op` on `stack`, leaving its returns there;
+// false, with `stack` untouched, where it has none or the decomposition
+// could not run: then `refusal` holds the first line of the refusal of the
+// operator it calls that is not served (empty where it has none).
+using DecomposeHook = bool (*)(const c10::OperatorHandle& op,
+                               torch::jit::Stack* stack, std::string* refusal);
+
+void set_decompose_hook(DecomposeHook hook);
+
+// The installed hook's run of `op`, except within `op`'s own decomposition
+// on this thread (one that calls itself, through PyTorch's primitives, is
+// not a decomposition).
+bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                   std::string* refusal);
+
+}  // namespace torch_infini::ops

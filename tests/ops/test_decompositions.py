@@ -1,0 +1,150 @@
+"""PyTorch's decompositions, for the overloads a provider does not map (torch_infini.decompositions).
+
+On the Infini stack an operator InfiniOps lacks runs as the operators
+PyTorch decomposes it into. The host runtime has a kernel for every
+overload, so these tests drive the kernels' decomposition hook directly
+(``_C._decompose_for_test``): the same hook, argument conversion, recursion
+guard and refusal the stack's kernel uses, checked against CPU's kernels.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import torch_infini
+from torch_infini import _C, decompositions
+from infini_testing import DEV, on_host
+
+
+def _decompose(overload: torch._ops.OpOverload, *args, **kwargs):
+    schema = overload._schema
+    return _C._decompose_for_test(schema.name, schema.overload_name, *args, **kwargs)
+
+
+def _on_device(value):
+    return value.to(DEV) if isinstance(value, torch.Tensor) else value
+
+
+def _tensors(value):
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+aten = torch.ops.aten
+X = torch.randn(2, 6, 4, 4)
+CASES = {
+    "native_layer_norm": (aten.native_layer_norm.default, (torch.randn(3, 8), [8], torch.randn(8), torch.randn(8), 1e-5), {}),
+    "native_group_norm": (aten.native_group_norm.default, (X, torch.randn(6), torch.randn(6), 2, 6, 16, 3, 1e-5), {}),
+    "trace": (aten.trace.default, (torch.randn(5, 5),), {}),
+    "flip": (aten.flip.default, (X, [0, 2]), {}),
+    "roll": (aten.roll.default, (X, [1, -2], [1, 3]), {}),
+    "var_mean": (aten.var_mean.correction, (X, [1, 2]), {"correction": 0, "keepdim": True}),
+    "pixel_shuffle": (aten.pixel_shuffle.default, (torch.randn(1, 8, 3, 3), 2), {}),
+    "hardswish_backward": (aten.hardswish_backward.default, (torch.randn(7), torch.randn(7) * 4), {}),
+    "adaptive_avg_pool2d": (aten._adaptive_avg_pool2d.default, (X, [2, 2]), {}),
+    "linspace": (aten.linspace.default, (-1.0, 2.0, 7), {"device": "DEV"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_decomposition_on_the_device_matches_cpu(case):
+    overload, args, kwargs = CASES[case]
+    expected = overload(*args, **{k: ("cpu" if v == "DEV" else v) for k, v in kwargs.items()})
+    got = _decompose(overload, *[_on_device(a) for a in args],
+                     **{k: (torch.device(DEV) if v == "DEV" else v) for k, v in kwargs.items()})
+    if isinstance(got, str) and not on_host() and "InfiniOps" in got:
+        pytest.skip(f"an operator the decomposition calls is unserved on this InfiniOps build: {got}")
+    assert not isinstance(got, str), f"refused: {got}"
+    for g, e in zip(_tensors(got), _tensors(expected), strict=True):
+        assert g.device.type == "infini"
+        assert (g.dtype, g.shape) == (e.dtype, e.shape)
+        torch.testing.assert_close(g.cpu(), e)
+
+
+_RANGES = [(0, 10, 1), (-3, 7.5, 0.5), (5, -5, -3), (0, 1, 0.1), (2, 2, 1)]
+_DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.int32]
+
+
+# An integer out with a step below 1 never reaches the operator: torch.arange's
+# Python binding raises "step must be nonzero" first.
+@pytest.mark.parametrize("dtype,start,end,step", [(d, *r) for d in _DTYPES for r in _RANGES
+                                                  if d.is_floating_point or int(r[2]) != 0])
+def test_arange_out_matches_cpu(dtype, start, end, step):
+    """Ours: PyTorch's ends in prims.iota, which torch.arange implements."""
+    with warnings.catch_warnings(record=True) as cpu_warnings:
+        warnings.simplefilter("always")
+        expected = torch.arange(start, end, step, out=torch.empty(3, dtype=dtype))
+    out = torch.empty(3, dtype=dtype, device=DEV)
+    with warnings.catch_warnings(record=True) as infini_warnings:
+        warnings.simplefilter("always")
+        got = _decompose(aten.arange.start_out, start, end, step, out=out)
+    assert [str(w.message) for w in infini_warnings] == [str(w.message).split(" (Triggered internally")[0]
+                                                         for w in cpu_warnings]
+    assert got is out or got.data_ptr() == out.data_ptr()
+    assert (out.dtype, out.shape) == (expected.dtype, expected.shape)
+    torch.testing.assert_close(out.cpu(), expected)
+
+
+@pytest.mark.parametrize("start,end,step", [(0, 10, 0), (0, 10, -1), (0, float("inf"), 1)])
+def test_arange_out_raises_cpus_errors(start, end, step):
+    with pytest.raises(Exception) as cpu:
+        torch.arange(start, end, step, out=torch.empty(0))
+    with pytest.raises(type(cpu.value)) as infini:
+        _decompose(aten.arange.start_out, start, end, step, out=torch.empty(0, device=DEV))
+    assert str(infini.value) == str(cpu.value)
+
+
+def test_an_overload_without_decomposition_is_not_run():
+    a = torch.randn(2, 2, device=DEV)
+    assert _decompose(aten.mm.default, a, a) == ""
+
+
+def test_a_decomposition_that_leaves_the_device_is_refused(monkeypatch):
+    table = dict(decompositions.decomposition_table())
+    table["aten::trace"] = lambda x: torch.trace(x.cpu())
+    monkeypatch.setattr(decompositions, "_table", table)
+    got = _decompose(aten.trace.default, torch.randn(3, 3, device=DEV))
+    assert isinstance(got, str) and "not on infini" in got
+
+
+def test_a_decomposition_calling_itself_is_refused_not_recursed(monkeypatch):
+    inner = []
+
+    def calls_itself(x):
+        inner.append(_decompose(aten.trace.default, x))  # the guard refuses the nested run
+        return torch.diagonal(x).sum()
+
+    table = dict(decompositions.decomposition_table())
+    table["aten::trace"] = calls_itself
+    monkeypatch.setattr(decompositions, "_table", table)
+    x = torch.randn(3, 3)
+    got = _decompose(aten.trace.default, x.to(DEV))
+    assert inner == [""]
+    torch.testing.assert_close(got.cpu(), torch.trace(x))
+
+
+def test_a_decompositions_error_keeps_its_python_type(monkeypatch):
+    def raises(x):
+        raise IndexError("from the decomposition")
+
+    table = dict(decompositions.decomposition_table())
+    table["aten::trace"] = raises
+    monkeypatch.setattr(decompositions, "_table", table)
+    with pytest.raises(IndexError, match="from the decomposition"):
+        _decompose(aten.trace.default, torch.randn(3, 3, device=DEV))
+
+
+def test_the_table_holds_no_in_place_or_random_overload():
+    table = decompositions.decomposition_table()
+    assert "aten::native_layer_norm" in table and "aten::arange.start_out" in table
+    for name in table:
+        overload = name.split("::")[1].split(".")[0]
+        assert not overload.endswith("_") or overload.startswith("_"), name
+
+
+def test_the_runner_is_installed_at_import():
+    assert torch_infini.decompositions.run is decompositions.run
+    x = torch.randn(4, 4, device=DEV)
+    torch.testing.assert_close(_decompose(aten.trace.default, x).cpu(), torch.trace(x.cpu()))

@@ -1,0 +1,131 @@
+"""PyTorch's own decompositions, for the operators the Infini provider does not map onto InfiniOps.
+
+InfiniOps offers the operators generated from ATen's ``.out`` schemas and a
+few hand-written ones; ATen has more (``native_layer_norm``, ``arange``,
+``flip``, ``trace``, the ``*_backward`` formulas, ...). PyTorch decomposes
+most of them into others for its compilers (``torch._decomp``). On a
+provider that does not run CPU kernels, an overload it does not map runs as
+its decomposition, where every operator that calls is served (natively or
+ATen-backed); only otherwise is it refused, or run through the opt-in CPU
+fallback. The decomposition runs on the device like any other code: nothing
+is copied through the host.
+
+Only non-random overloads that are functional or write only ``out=``
+arguments decompose (the kernel in ``csrc/ops/aten/aten_kernel.cpp``
+decides): a decomposition that fails part-way has then written nothing (an
+``out=`` argument is written last), and a random one would not draw what
+CPU's kernel draws. A decomposition that returns a tensor off the call's device
+is not used. On the host runtime every overload has a kernel, so none runs.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Any, Callable
+
+import torch
+
+_lock = threading.Lock()
+_table: dict[str, Callable[..., Any]] | None = None
+
+
+def _overload_name(op: torch._ops.OpOverload) -> str:
+    schema = op._schema
+    return schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+
+
+def _writes_only_outs(op: torch._ops.OpOverload) -> bool:
+    """Functional, or writing only keyword-only ``out=`` arguments (which
+    PyTorch's decompositions write last, after computing the result)."""
+    return all(a.kwarg_only for a in op._schema.arguments if a.alias_info is not None and a.alias_info.is_write)
+
+
+_MAX_EXACT = 2.0**53
+
+
+def _arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> torch.Tensor:
+    """``arange.start_out`` (which ``torch.arange`` calls): PyTorch's
+    decomposition ends in ``prims.iota``, whose implementation is
+    ``torch.arange`` itself. The length and CPU's errors come from the meta
+    kernel; the indices from a cumulative sum of ones (exact below 2^53);
+    the values are ``start + i * step`` in float64 (CPU computes float32 in
+    double), cast to ``out``'s dtype."""
+    n = torch.ops.aten.arange.start_out(start, end, step, out=torch.empty(0, dtype=out.dtype, device="meta")).numel()
+    if not out.dtype.is_floating_point:
+        start, step = int(start), int(step)  # as CPU's kernel reads them for an integer out
+    if abs(start) + n * abs(step) >= _MAX_EXACT:
+        raise NotImplementedError(
+            "aten::arange.start_out: the decomposition on infini computes in float64, which does not represent "
+            f"every value of this range exactly; use the host runtime (TORCH_INFINI_PROVIDER=host)")
+    index = torch.ones(n, dtype=torch.float64, device=out.device).cumsum(0) - 1
+    values = (index * float(step) + float(start)).to(out.dtype)
+    if out.numel() not in (0, n):  # CPU's warning (its meta function words it otherwise)
+        warnings.warn(
+            f"The number of elements in the out tensor of shape {list(out.shape)} is {out.numel()} which does not "
+            f"match the computed number of elements {n}. Note that this may occur as a result of rounding error. "
+            f"The out tensor will be resized to a tensor of shape ({n},).", UserWarning, stacklevel=2)
+    out.resize_(n)
+    return out.copy_(values)
+
+
+# Where PyTorch's decomposition of an overload comes back to the overload
+# itself (through a primitive implemented by it), ours.
+_OWN: dict[str, Callable[..., Any]] = {"aten::arange.start_out": _arange_out}
+
+
+def decomposition_table() -> dict[str, Callable[..., Any]]:
+    """``{"aten::trace": fn, ...}``: PyTorch's decompositions
+    (``torch._decomp.decomposition_table``) of ATen overloads that are
+    functional or write only ``out=`` arguments, by qualified overload name,
+    and ours where PyTorch's calls the overload itself. Built on first use:
+    importing ``torch._decomp`` takes a while, and the host runtime never
+    needs it."""
+    global _table
+    with _lock:
+        if _table is None:
+            from torch._decomp import decomposition_table as table
+
+            _table = {
+                _overload_name(op): fn
+                for op, fn in table.items()
+                if isinstance(op, torch._ops.OpOverload) and op.namespace == "aten" and _writes_only_outs(op)
+            }
+            _table.update(_OWN)
+        return _table
+
+
+def _devices(value: Any, found: set[torch.device]) -> None:
+    if isinstance(value, torch.Tensor):
+        found.add(value.device)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _devices(item, found)
+
+
+def run(name: str, args: tuple, kwargs: dict) -> Any:
+    """Runs the decomposition of overload ``name`` (``"aten::trace"``) on its
+    arguments; ``NotImplemented`` where PyTorch has none. Raises
+    ``NotImplementedError`` where an operator it calls is not served, or its
+    result is not on the arguments' device."""
+    fn = decomposition_table().get(name)
+    if fn is None:
+        return NotImplemented
+    result = fn(*args, **kwargs)
+    given: set[torch.device] = set()
+    _devices((args, tuple(kwargs.values())), given)
+    made: set[torch.device] = set()
+    _devices(result, made)
+    stray = {d for d in made if d.type != "infini"} - given
+    if stray:
+        raise NotImplementedError(
+            f"{name}: PyTorch's decomposition returned a tensor on {sorted(map(str, stray))}, not on infini")
+    return result
+
+
+def install() -> None:
+    """Installs :func:`run` as the provider's decomposition runner
+    (``torch_infini._C``)."""
+    from . import _C
+
+    _C._set_decomposition_runner(run)
