@@ -57,7 +57,7 @@ def _arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> to
     if abs(start) + n * abs(step) >= _MAX_EXACT:
         raise NotImplementedError(
             "aten::arange.start_out: the decomposition on infini computes in float64, which does not represent "
-            f"every value of this range exactly; use the host runtime (TORCH_INFINI_PROVIDER=host)")
+            "every value of this range exactly; use the host runtime (TORCH_INFINI_PROVIDER=host)")
     index = torch.ones(n, dtype=torch.float64, device=out.device).cumsum(0) - 1
     values = (index * float(step) + float(start)).to(out.dtype)
     if out.numel() not in (0, n):  # CPU's warning (its meta function words it otherwise)

@@ -37,8 +37,8 @@ py::object to_python(const c10::IValue& value, const c10::TypePtr& type) {
       return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(
           torch::getTHPLayout(static_cast<at::Layout>(value.toInt()))));
     }
-    if (t->kind() == c10::TypeKind::MemoryFormatType) {
-      return py::reinterpret_borrow<py::object>(torch::utils::getTHPMemoryFormat(
+    if (t->kind() == c10::TypeKind::MemoryFormatType) {  // a new reference
+      return py::reinterpret_steal<py::object>(torch::utils::getTHPMemoryFormat(
           static_cast<at::MemoryFormat>(value.toInt())));
     }
   }
@@ -92,7 +92,9 @@ bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack,
       return false;
     }
     e.restore();  // the decomposition's own error, with its Python type
-    throw python_error();
+    python_error error;
+    error.persist();  // held by the exception while the GIL is released
+    throw error;
   }
   if (result.is(py::handle(Py_NotImplemented))) {
     return false;
@@ -101,7 +103,7 @@ bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   std::vector<c10::IValue> values_out;
   if (returns.size() == 1) {
     values_out.push_back(torch::jit::toIValue(result, returns[0].real_type()));
-  } else {
+  } else if (!returns.empty()) {
     const py::sequence items = result.cast<py::sequence>();
     TORCH_CHECK(items.size() == returns.size(), "infini: the decomposition of ",
                 op.operator_name(), " returned ", items.size(),

@@ -2,7 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <vector>
+
+#include "ops/aten/aten_meta.h"
+#include "ops/common.h"
+#include "ops/fallback/fallback.h"
+#include "ops/op_coverage.h"
 
 namespace torch_infini::ops {
 namespace {
@@ -34,6 +40,59 @@ bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     ~Pop() { running.pop_back(); }
   } pop{running};
   return hook(op, stack, refusal);
+}
+
+bool decompose(const Plan& plan, const c10::OperatorHandle& op,
+               torch::jit::Stack* stack, std::string* refusal) {
+  const bool writes_only_outs =
+      std::all_of(plan.written_out.begin(), plan.written_out.end(),
+                  [](bool out) { return out; });
+  if (!writes_only_outs || is_random_operator(op.schema())) {
+    return false;
+  }
+  const auto& schema = op.schema();
+  // The new results' layouts from the meta run, as every other call on the
+  // provider has them (none where the overload has no meta function): a
+  // decomposition may return other strides or dtypes.
+  std::shared_ptr<const Layouts> layouts;
+  try {
+    layouts = output_layouts(
+        plan, op, torch::jit::last(*stack, schema.arguments().size()));
+  } catch (const std::exception&) {
+  }
+  if (!try_decompose(op, stack, refusal)) {
+    return false;
+  }
+  coverage::served_as(op.operator_name(), coverage::Kind::kComposite);
+  if (layouts == nullptr) {
+    return true;
+  }
+  const size_t nreturns = schema.returns().size();
+  size_t next_result = plan.written.size();
+  for (size_t i = 0; i < nreturns; ++i) {
+    if (returns_written(schema, i)) {
+      continue;
+    }
+    c10::IValue& value = (*stack)[stack->size() - nreturns + i];
+    const ResultLayout& result = (*layouts)[next_result++];
+    if (result.is_list || !value.isTensor() || !value.toTensor().defined()) {
+      continue;
+    }
+    const at::Tensor t = value.toTensor();
+    const Layout& meta = result.tensors.front();
+    if (!meta.defined || (t.scalar_type() == meta.dtype &&
+                          t.strides().vec() == meta.strides)) {
+      continue;
+    }
+    TORCH_CHECK(t.sizes().vec() == meta.sizes, "infini: PyTorch's "
+                "decomposition of ", op.operator_name(), " returned result ", i,
+                " of shape ", t.sizes(), " where its meta function gives ",
+                c10::IntArrayRef(meta.sizes));
+    value = empty_strided_on_current_device(meta.sizes, meta.strides,
+                                            meta.dtype)
+                .copy_(t);
+  }
+  return true;
 }
 
 }  // namespace torch_infini::ops

@@ -12,6 +12,8 @@
 
 #include <string>
 
+#include "ops/aten/aten_plan.h"
+
 namespace torch_infini::ops {
 
 // Runs the decomposition of `op` on `stack`, leaving its returns there;
@@ -28,5 +30,15 @@ void set_decompose_hook(DecomposeHook hook);
 // not a decomposition).
 bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                    std::string* refusal);
+
+// Runs PyTorch's decomposition of a call the provider does not serve, into
+// operators it may serve, leaving its returns on the stack, laid out as the
+// meta run lays them out: for a non-random overload writing only out=
+// arguments, if any (one that failed part-way wrote nothing, as out= is
+// written last; a random one would not draw what CPU's kernel draws).
+// Otherwise, or where an operator it calls is refused (`refusal` gets why),
+// false. Counted as composite in the coverage record.
+bool decompose(const Plan& plan, const c10::OperatorHandle& op,
+               torch::jit::Stack* stack, std::string* refusal);
 
 }  // namespace torch_infini::ops

@@ -23,8 +23,6 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty_strided.h>
-#include <ATen/ops/zeros.h>
-#include <ATen/ops/zeros_like.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -36,6 +34,7 @@
 #include "core/InfiniFunctions.h"
 #include "core/InfiniGraph.h"
 #include "core/InfiniStream.h"
+#include "ops/aten/aten_cpu_checks.h"
 #include "ops/aten/aten_decompose.h"
 #include "ops/aten/aten_direct.h"
 #include "ops/aten/aten_kernel.h"
@@ -267,117 +266,6 @@ bool operands_agree(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
   return !plan.family->same_dtype || agree;
 }
 
-// The error CPU raises for this call, or null where CPU accepts it: the call
-// runs on zero-filled CPU tensors of the same layouts (a call that fails its
-// checks fails before touching values). Used where the device cannot run
-// CPU's kernels, so the message is CPU's, not a meta function's.
-// With `keep_aliases`, tensors sharing device memory share CPU memory too
-// (views of one zero-filled CPU copy of their storage), so that CPU's
-// overlap checks see what the device call would do.
-std::exception_ptr cpu_error(const c10::OperatorHandle& op,
-                             c10::ArrayRef<c10::IValue> args,
-                             bool keep_aliases = false) {
-  std::unordered_map<const void*, at::Tensor> storages;
-  const auto cpu_copy = [&](const at::Tensor& t) {
-    if (!t.defined() || t.device().type() != kInfini) {
-      return t;
-    }
-    if (!keep_aliases || !t.has_storage() ||
-        t.storage().nbytes() % t.element_size() != 0) {
-      return at::zeros_like(t, t.options().device(at::kCPU));
-    }
-    at::Tensor& bytes = storages[t.storage().data()];
-    if (!bytes.defined() ||
-        bytes.numel() < static_cast<int64_t>(t.storage().nbytes())) {
-      bytes = at::zeros({static_cast<int64_t>(t.storage().nbytes())},
-                        at::TensorOptions().dtype(at::kByte));
-    }
-    return bytes.view(t.scalar_type())
-        .as_strided(t.sizes(), t.strides(), t.storage_offset());
-  };
-  torch::jit::Stack cpu;
-  for (const c10::IValue& value : args) {
-    cpu.push_back(runtime::map_tensors(value, cpu_copy));
-  }
-  try {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
-  } catch (const std::exception&) {
-    return std::current_exception();
-  }
-  return nullptr;
-}
-
-// Raises CPU's error for a call known to be bad, or `fallback_error` where
-// CPU accepts it.
-[[noreturn]] void raise_cpu_error(const c10::OperatorHandle& op,
-                                  c10::ArrayRef<c10::IValue> args,
-                                  const std::exception_ptr& fallback_error) {
-  const std::exception_ptr error = cpu_error(op, args);
-  std::rethrow_exception(error ? error : fallback_error);
-}
-
-// A written argument that is the very memory of an argument it reads, in a
-// call laid out by a meta run: CPU decides, on CPU memory aliased alike, and
-// its error is raised where it refuses the call (index_select, gather and
-// cat do). Where it accepts it, a provider that does not run CPU kernels
-// (`kernels_see_aliases` false) serves only a pointwise operator
-// (Plan::pointwise), which reads each element before writing it:
-// InfiniOps' kernels get the two as separate tensors and cannot tell.
-void check_full_aliasing(const Plan& plan, const c10::OperatorHandle& op,
-                         c10::ArrayRef<c10::IValue> args,
-                         bool kernels_see_aliases) {
-  if (plan.written.empty()) {
-    return;
-  }
-  bool aliased = false;
-  for (size_t w : plan.written) {
-    if (!args[w].isTensor() || !args[w].toTensor().defined()) {
-      continue;
-    }
-    const at::Tensor& out = args[w].toTensor();
-    for_each_tensor(args, [&](const at::Tensor& t, size_t i) {
-      aliased = aliased ||
-          (t.defined() && t.device() == out.device() && out.numel() > 0 &&
-           std::find(plan.written.begin(), plan.written.end(), i) ==
-               plan.written.end() &&
-           at::get_overlap_status(out, t) == at::MemOverlapStatus::Full);
-    });
-  }
-  if (!aliased) {
-    return;
-  }
-  if (const std::exception_ptr error = cpu_error(op, args, true)) {
-    std::rethrow_exception(error);
-  }
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      kernels_see_aliases || plan.pointwise, plan.name, " on infini (", provider_label(), "): an output is ",
-      "the memory of an input, which the InfiniOps kernel would read after ",
-      "writing; pass a separate output, or use the host runtime ",
-      "(TORCH_INFINI_PROVIDER=host)");
-}
-
-// Whether every infini tensor the call reads (not the ones it writes) is
-// empty: CPU's checks then cost nothing to run on CPU copies, and some
-// functional kernels check more than the meta function their outputs are
-// laid out by (max() of no elements raises on CPU, its meta function and
-// its out= twin return -inf).
-bool reads_only_empty_tensors(const Plan& plan,
-                              c10::ArrayRef<c10::IValue> args) {
-  bool any = false;
-  bool all_empty = true;
-  for_each_tensor(args, [&](const at::Tensor& t, size_t i) {
-    if (!t.defined() || t.device().type() != kInfini ||
-        std::find(plan.written.begin(), plan.written.end(), i) !=
-            plan.written.end()) {
-      return;
-    }
-    any = true;
-    all_empty = all_empty && t.numel() == 0;
-  });
-  return any && all_empty;
-}
-
 // A private copy of a CPU scalar tensor, keeping its wrapped-number flag
 // (which type promotion reads).
 at::Tensor snapshot_scalar(const at::Tensor& t) {
@@ -431,65 +319,6 @@ c10::IValue allocate_result(const ResultLayout& r,
     list.push_back(flat.back());
   }
   return list;
-}
-
-// Runs PyTorch's decomposition of a call the provider does not serve, into
-// operators it may serve (ops/aten/aten_decompose.h), leaving its returns on
-// the stack: for a non-random overload writing only out= arguments, if any
-// (one that failed part-way wrote nothing, as out= is written last; a
-// random one would not draw what CPU's kernel draws). Otherwise, or where
-// an operator it calls is refused (`refusal` gets why), false.
-bool decompose(const Plan& plan, const c10::OperatorHandle& op,
-               torch::jit::Stack* stack, std::string* refusal) {
-  const bool writes_only_outs =
-      std::all_of(plan.written_out.begin(), plan.written_out.end(),
-                  [](bool out) { return out; });
-  if (!writes_only_outs || is_random_operator(op.schema())) {
-    return false;
-  }
-  const auto& schema = op.schema();
-  // CPU's layouts of the new results, from the meta run (none where the
-  // overload has no meta function): a decomposition may return other
-  // strides, or keep saved statistics in float32 where CPU keeps the input's
-  // dtype (native_layer_norm's mean and rstd in bfloat16).
-  std::shared_ptr<const Layouts> layouts;
-  try {
-    layouts = output_layouts(
-        plan, op, torch::jit::last(*stack, schema.arguments().size()));
-  } catch (const std::exception&) {
-  }
-  if (!try_decompose(op, stack, refusal)) {
-    return false;
-  }
-  coverage::served_as(op.operator_name(), coverage::Kind::kComposite);
-  if (layouts == nullptr) {
-    return true;
-  }
-  const size_t nreturns = schema.returns().size();
-  size_t next_result = plan.written.size();
-  for (size_t i = 0; i < nreturns; ++i) {
-    if (returns_written(schema, i)) {
-      continue;
-    }
-    c10::IValue& value = (*stack)[stack->size() - nreturns + i];
-    const ResultLayout& result = (*layouts)[next_result++];
-    if (result.is_list || !value.isTensor() || !value.toTensor().defined()) {
-      continue;
-    }
-    const at::Tensor t = value.toTensor();
-    const Layout& cpu = result.tensors.front();
-    if (!cpu.defined || (t.scalar_type() == cpu.dtype &&
-                         t.strides().vec() == cpu.strides)) {
-      continue;
-    }
-    TORCH_CHECK(t.sizes().vec() == cpu.sizes, "infini: PyTorch's "
-                "decomposition of ", op.operator_name(), " returned result ", i,
-                " of shape ", t.sizes(), " where CPU's has ",
-                c10::IntArrayRef(cpu.sizes));
-    value = empty_strided_on_current_device(cpu.sizes, cpu.strides, cpu.dtype)
-                .copy_(t);
-  }
-  return true;
 }
 
 // Queues the call on `target`'s stream with outputs laid out as `layouts`
@@ -690,6 +519,13 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
     if (plan.sync_reason.empty() && !needs_direct_run(plan, args, &same)) {
       std::string key;
       if (const auto layouts = find_layouts(plan, args, same, &key)) {
+        // Learned from a meta run where it was first met in a capture: CPU's
+        // checks its meta function skips, where they cost nothing.
+        if (reads_only_empty_tensors(plan, args)) {
+          if (const std::exception_ptr error = cpu_error(op, args)) {
+            std::rethrow_exception(error);
+          }
+        }
         queue_call(plan, op, target, *layouts, stack);
         return;
       }

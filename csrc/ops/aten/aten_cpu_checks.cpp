@@ -1,0 +1,109 @@
+// CPU's checks for calls laid out by a meta run (ops/aten/aten_cpu_checks.h).
+
+#include "ops/aten/aten_cpu_checks.h"
+
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "core/InfiniFunctions.h"
+#include "ops/common.h"
+#include "runtime/ivalue_tensors.h"
+
+namespace torch_infini::ops {
+
+std::exception_ptr cpu_error(const c10::OperatorHandle& op,
+                             c10::ArrayRef<c10::IValue> args,
+                             bool keep_aliases) {
+  std::unordered_map<const void*, at::Tensor> storages;
+  const auto cpu_copy = [&](const at::Tensor& t) {
+    if (!t.defined() || t.device().type() != kInfini) {
+      return t;
+    }
+    if (!keep_aliases || !t.has_storage() ||
+        t.storage().nbytes() % t.element_size() != 0) {
+      return at::zeros_like(t, t.options().device(at::kCPU));
+    }
+    at::Tensor& bytes = storages[t.storage().data()];
+    if (!bytes.defined() ||
+        bytes.numel() < static_cast<int64_t>(t.storage().nbytes())) {
+      bytes = at::zeros({static_cast<int64_t>(t.storage().nbytes())},
+                        at::TensorOptions().dtype(at::kByte));
+    }
+    return bytes.view(t.scalar_type())
+        .as_strided(t.sizes(), t.strides(), t.storage_offset());
+  };
+  torch::jit::Stack cpu;
+  for (const c10::IValue& value : args) {
+    cpu.push_back(runtime::map_tensors(value, cpu_copy));
+  }
+  try {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
+  } catch (const std::exception&) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+[[noreturn]] void raise_cpu_error(const c10::OperatorHandle& op,
+                                  c10::ArrayRef<c10::IValue> args,
+                                  const std::exception_ptr& fallback_error) {
+  const std::exception_ptr error = cpu_error(op, args);
+  std::rethrow_exception(error ? error : fallback_error);
+}
+
+void check_full_aliasing(const Plan& plan, const c10::OperatorHandle& op,
+                         c10::ArrayRef<c10::IValue> args,
+                         bool kernels_see_aliases) {
+  if (plan.written.empty()) {
+    return;
+  }
+  bool aliased = false;
+  for (size_t w : plan.written) {
+    if (!args[w].isTensor() || !args[w].toTensor().defined()) {
+      continue;
+    }
+    const at::Tensor& out = args[w].toTensor();
+    for_each_tensor(args, [&](const at::Tensor& t, size_t i) {
+      aliased = aliased ||
+          (t.defined() && t.device() == out.device() && out.numel() > 0 &&
+           std::find(plan.written.begin(), plan.written.end(), i) ==
+               plan.written.end() &&
+           at::get_overlap_status(out, t) == at::MemOverlapStatus::Full);
+    });
+  }
+  if (!aliased) {
+    return;
+  }
+  if (const std::exception_ptr error = cpu_error(op, args, true)) {
+    std::rethrow_exception(error);
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      kernels_see_aliases || plan.pointwise, plan.name, " on infini (",
+      provider_label(), "): an output is the memory of an input, which the ",
+      "InfiniOps kernel would read after writing; pass a separate output, or ",
+      "use the host runtime (TORCH_INFINI_PROVIDER=host)");
+}
+
+bool reads_only_empty_tensors(const Plan& plan,
+                              c10::ArrayRef<c10::IValue> args) {
+  bool any = false;
+  bool all_empty = true;
+  for_each_tensor(args, [&](const at::Tensor& t, size_t i) {
+    if (!t.defined() || t.device().type() != kInfini ||
+        std::find(plan.written.begin(), plan.written.end(), i) !=
+            plan.written.end()) {
+      return;
+    }
+    any = true;
+    all_empty = all_empty && t.numel() == 0;
+  });
+  return any && all_empty;
+}
+
+}  // namespace torch_infini::ops
