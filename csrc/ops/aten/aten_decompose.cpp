@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "ops/aten/aten_cpu_checks.h"
 #include "ops/aten/aten_meta.h"
 #include "ops/common.h"
 #include "ops/fallback/fallback.h"
@@ -54,11 +55,22 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
   // The new results' layouts from the meta run, as every other call on the
   // provider has them (none where the overload has no meta function): a
   // decomposition may return other strides or dtypes.
+  // A call CPU refuses raises CPU's error, not the decomposition's own
+  // (which words its checks otherwise): the meta run's, confirmed on CPU
+  // copies, and the checks it skips for calls reading only empty tensors.
+  const auto args = torch::jit::last(*stack, schema.arguments().size());
   std::shared_ptr<const Layouts> layouts;
   try {
-    layouts = output_layouts(
-        plan, op, torch::jit::last(*stack, schema.arguments().size()));
+    layouts = output_layouts(plan, op, args);
   } catch (const std::exception&) {
+    if (const std::exception_ptr error = cpu_error(op, args)) {
+      std::rethrow_exception(error);
+    }
+  }
+  if (reads_only_empty_tensors(plan, args)) {
+    if (const std::exception_ptr error = cpu_error(op, args)) {
+      std::rethrow_exception(error);
+    }
   }
   if (!try_decompose(op, stack, refusal)) {
     return false;

@@ -33,7 +33,7 @@ bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack,
 
 // Runs PyTorch's decomposition of a call the provider does not serve, into
 // operators it may serve, leaving its returns on the stack, laid out as the
-// meta run lays them out: for a non-random overload writing only out=
+// meta run lays them out (a call CPU refuses raises CPU's error first): for a non-random overload writing only out=
 // arguments, if any (one that failed part-way wrote nothing, as out= is
 // written last; a random one would not draw what CPU's kernel draws).
 // Otherwise, or where an operator it calls is refused (`refusal` gets why),
