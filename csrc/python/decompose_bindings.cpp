@@ -6,6 +6,8 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/utils/tensor_memoryformats.h>
 
+#include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "ops/aten/aten_decompose.h"
@@ -49,8 +51,12 @@ bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                        std::string* refusal) {
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
+  // Overloads the runner has no decomposition for, learned from it (read
+  // and written with the GIL held): not converted and asked again.
+  static std::unordered_set<std::string> without;
+  const std::string name = c10::toString(op.operator_name());
   py::gil_scoped_acquire gil;
-  if (runner == nullptr) {
+  if (runner == nullptr || without.count(name) != 0) {
     return false;
   }
   // The arguments as PyTorch hands them to Python kernels: keyword-only
@@ -84,7 +90,7 @@ bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   py::object result;
   try {
     result = py::reinterpret_borrow<py::object>(runner)(
-        c10::toString(op.operator_name()), py::tuple(positional), keywords);
+        name, py::tuple(positional), keywords);
   } catch (py::error_already_set& e) {
     if (e.matches(PyExc_NotImplementedError)) {
       const std::string message = py::str(e.value());
@@ -97,6 +103,7 @@ bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     throw error;
   }
   if (result.is(py::handle(Py_NotImplemented))) {
+    without.insert(name);
     return false;
   }
   const auto& returns = schema.returns();

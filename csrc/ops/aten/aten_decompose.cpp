@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ops/aten/aten_cpu_checks.h"
@@ -20,6 +23,44 @@ std::atomic<DecomposeHook> installed{nullptr};
 std::vector<const c10::FunctionSchema*>& in_progress() {
   thread_local std::vector<const c10::FunctionSchema*> schemas;
   return schemas;
+}
+
+// Overloads whose decomposition met a refused operator, by overload and the
+// dtypes of its tensor arguments, with that refusal: not tried again (a
+// failed try costs a Python call, and leaves its inner calls in profiles).
+class RefusedDecompositions {
+ public:
+  static std::string key(const c10::OperatorHandle& op,
+                         c10::ArrayRef<c10::IValue> args) {
+    std::string key = c10::toString(op.operator_name());
+    for_each_tensor(args, [&](const at::Tensor& t, size_t) {
+      key += t.defined() ? c10::toString(t.scalar_type()) : "-";
+      key += t.defined() && t.device().is_cpu() ? "c," : ",";
+    });
+    return key;
+  }
+  bool find(const std::string& key, std::string* refusal) const {
+    std::lock_guard<std::mutex> lock(mutex_);  // a lookup, no device call
+    const auto it = refused_.find(key);
+    if (it == refused_.end()) {
+      return false;
+    }
+    *refusal = it->second;
+    return true;
+  }
+  void add(std::string key, std::string refusal) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    refused_.emplace(std::move(key), std::move(refusal));
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, std::string> refused_;
+};
+
+RefusedDecompositions& refused_decompositions() {
+  static RefusedDecompositions refused;
+  return refused;
 }
 
 }  // namespace
@@ -72,7 +113,14 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
       std::rethrow_exception(error);
     }
   }
+  std::string key = RefusedDecompositions::key(op, args);
+  if (refused_decompositions().find(key, refusal)) {
+    return false;
+  }
   if (!try_decompose(op, stack, refusal)) {
+    if (!refusal->empty()) {
+      refused_decompositions().add(std::move(key), *refusal);
+    }
     return false;
   }
   coverage::served_as(op.operator_name(), coverage::Kind::kComposite);
