@@ -1,5 +1,7 @@
 #include "ops/aten/aten_decompose.h"
 
+#include <ATen/record_function.h>
+
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -117,7 +119,25 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
   if (refused_decompositions().find(key, refusal)) {
     return false;
   }
-  if (!try_decompose(op, stack, refusal)) {
+  // The arguments, kept: the stack holds the results once it ran.
+  const std::vector<c10::IValue> saved(args.begin(), args.end());
+  bool ran = false;
+  try {
+    // The decomposition is the overload's kernel: profiles and the coverage
+    // record show the overload, not its parts (nor the parts of a try that
+    // meets a refused operator and gives way to the fallback).
+    at::DisableRecordFunctionGuard as_one_kernel;
+    ran = try_decompose(op, stack, refusal);
+  } catch (const std::exception&) {
+    // CPU's wording where CPU refuses the call too (a float index), the
+    // decomposition's where only the values refute it (an index out of
+    // range).
+    if (const std::exception_ptr error = cpu_error(op, saved)) {
+      std::rethrow_exception(error);
+    }
+    throw;
+  }
+  if (!ran) {
     if (!refusal->empty()) {
       refused_decompositions().add(std::move(key), *refusal);
     }

@@ -53,6 +53,12 @@
 namespace torch_infini::ops {
 namespace {
 
+// How the Infini provider's aten_unsupported() words a refusal that means
+// its library has no kernel for the call's operator at all ("InfiniOps has
+// no kernel for aten::arange", "InfiniOps has no MseLoss implementation for
+// cpu in this build"), as opposed to a limit of a kernel it has.
+constexpr const char* kNoKernelReason = "InfiniOps has no ";
+
 bool writes(const c10::Argument& arg) {
   return arg.alias_info() != nullptr && arg.alias_info()->isWrite();
 }
@@ -387,10 +393,14 @@ void queue_call(const Plan& plan, const c10::OperatorHandle& op,
   if (!empty) {
     const std::string unsupported = kernels.aten_unsupported(call);
     if (!unsupported.empty()) {
-      // PyTorch's decomposition, else the opt-in CPU fallback may run the
-      // call as the user made it.
+      // PyTorch's decomposition where the library has no kernel for the
+      // operator (not where a kernel it has refuses the call for a limit:
+      // bfloat16 addmm as mm + add would round twice), else the opt-in CPU
+      // fallback may run the call as the user made it.
       std::string refusal;
-      if (decompose(plan, op, stack, &refusal) || try_cpu_fallback(op, stack)) {
+      const bool no_kernel = unsupported.rfind(kNoKernelReason, 0) == 0;
+      if ((no_kernel && decompose(plan, op, stack, &refusal)) ||
+          try_cpu_fallback(op, stack)) {
         return;
       }
       check_supported(plan.name.c_str(),
