@@ -97,10 +97,10 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
   const auto& schema = op.schema();
   // The new results' layouts from the meta run, as every other call on the
   // provider has them (none where the overload has no meta function): a
-  // decomposition may return other strides or dtypes.
-  // A call CPU refuses raises CPU's error, not the decomposition's own
-  // (which words its checks otherwise): the meta run's, confirmed on CPU
-  // copies, and the checks it skips for calls reading only empty tensors.
+  // decomposition may return other strides or dtypes. A call CPU refuses
+  // raises CPU's error, not the decomposition's own (worded otherwise): the
+  // meta run's, confirmed on CPU copies, and for a call reading only empty
+  // tensors the checks the meta function skips.
   const auto args = torch::jit::last(*stack, schema.arguments().size());
   std::shared_ptr<const Layouts> layouts;
   try {
