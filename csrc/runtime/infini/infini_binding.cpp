@@ -218,9 +218,10 @@ bool takes_uint8_for_bool(const AtenCall& call) {
   if (!call.results_into.empty()) {
     return false;
   }
+  // By the schema's (stable) address: no string made per call.
   static std::mutex mutex;
-  static std::unordered_map<std::string, bool> known;
-  const std::string name = c10::toString(call.op.operator_name());
+  static std::unordered_map<const c10::FunctionSchema*, bool> known;
+  const c10::FunctionSchema* name = &call.op.schema();
   {
     std::lock_guard<std::mutex> lock(mutex);  // a lookup, no device call
     const auto it = known.find(name);
