@@ -85,15 +85,20 @@ def _tol(dtype=torch.float32) -> dict:
     return dict(rtol=1e-4, atol=1e-5) if on_host() else dict(rtol=1e-3, atol=1e-4)
 
 
-def _assert_state_matches(model, cpu_model, dtype=torch.float32, skip=()):
+def _assert_state_matches(model, cpu_model, dtype=torch.float32, skip=None):
+    """The state after training equals CPU's, except the elements ``skip``
+    masks out per name (see _gradient_free)."""
+    skip = skip or {}
     for (name, got), want in zip(model.state_dict().items(), cpu_model.state_dict().values()):
         assert got.device == DEV, name
+        got = got.cpu()
         if name in skip:
-            continue
+            keep = ~skip[name]
+            got, want = got[keep], want[keep]
         if got.is_floating_point():
-            torch.testing.assert_close(got.cpu(), want, msg=name, **_tol(dtype))
+            torch.testing.assert_close(got, want, msg=name, **_tol(dtype))
         else:
-            torch.testing.assert_close(got.cpu(), want, msg=name, rtol=0, atol=0)
+            torch.testing.assert_close(got, want, msg=name, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -120,13 +125,16 @@ def _train_step(model, opt, kwargs, autocast: bool):
     return loss
 
 
-def _gradient_free(model) -> set:
-    """Parameters whose gradient is rounding noise (an attention key's bias:
-    softmax ignores it). Adam divides by the gradient's own magnitude, so
-    their updates are the noise's sign, on any two devices; their gradients
-    are compared instead, which they match."""
-    return {name for name, p in model.named_parameters()
-            if p.grad is not None and p.grad.abs().max() < 1e-6}
+def _gradient_free(model) -> dict:
+    """Per parameter, a mask of the elements whose gradient is rounding noise
+    (an attention key's bias: softmax ignores it; in GPT-2's fused ``c_attn``
+    it is the middle third of one bias). Adam divides by the gradient's own
+    magnitude, so their updates are the noise's sign, which two machines that
+    round differently draw differently, CPU against CPU included; their
+    gradients are compared instead, which they match. The other elements'
+    state is compared as usual."""
+    masks = {name: p.grad.abs() < 1e-6 for name, p in model.named_parameters() if p.grad is not None}
+    return {name: mask for name, mask in masks.items() if mask.any()}
 
 
 @pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
@@ -148,7 +156,7 @@ def test_training_step_matches_cpu(name, optimizer):
     for (name, p), q in zip(model.named_parameters(), cpu_model.parameters()):
         if q.grad is not None:
             torch.testing.assert_close(p.grad.cpu(), q.grad, msg=name, **_tol())
-    _assert_state_matches(model, cpu_model, skip=_gradient_free(cpu_model) if optimizer == "adamw" else ())
+    _assert_state_matches(model, cpu_model, skip=_gradient_free(cpu_model) if optimizer == "adamw" else None)
 
 
 @pytest.mark.parametrize("name", ["resnet", "mobilenet_v3"])
