@@ -264,6 +264,24 @@ def _backends(value: str) -> list[str]:
     return names
 
 
+def _run_on_the_host_runtime(argv: Sequence[str]) -> None:
+    """Makes the command count on the host runtime, which runs every program
+    (the counts are the program's calls; each backend's verdict comes from
+    the support matrix, not from what this build serves), unless
+    TORCH_INFINI_PROVIDER says otherwise. ``python -m torch_infini`` has
+    imported torch_infini before this runs, and a build with the Infini stack
+    may have chosen its provider then: the command then starts again with the
+    variable set (the provider is chosen once per process)."""
+    if "TORCH_INFINI_PROVIDER" in os.environ:
+        return
+    os.environ["TORCH_INFINI_PROVIDER"] = "host"
+    import torch_infini
+
+    if torch_infini.diagnostics().get("provider") not in (None, "host"):
+        sys.stdout.flush(), sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, "-m", "torch_infini", "coverage", *argv])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_infini coverage", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -289,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         support.load_matrix(args.infiniops)
     except ValueError as error:
         parser.error(str(error))
-    os.environ.setdefault("TORCH_INFINI_PROVIDER", "host")
+    _run_on_the_host_runtime(argv if argv is not None else sys.argv[1:])
     result = run(program, time=not args.no_time, compile_backend=args.compile_backend)
     reports = [report(result, backend, args.infiniops) for backend in args.backend]
     if args.json:
