@@ -141,6 +141,22 @@ OpSupport family_support(const AtenOpFamily& family,
                          std::vector<c10::ScalarType> dtypes,
                          std::string kernel);
 
+// Why a provider cannot run an ATen call (OpKernels::aten_unsupported).
+struct AtenRefusal {
+  // Empty when the provider runs the call; otherwise why not, phrased to
+  // follow "<op> on <provider>/<backend> ...".
+  std::string reason;
+  // Whether the provider's library has no kernel for the call's operator at
+  // all on this backend, as opposed to a limit of a kernel it has (a dtype,
+  // a layout, its rounding). Only the first may be served by PyTorch's
+  // decomposition of the operator: a decomposition around a limit would
+  // compute what the kernel refused to (bfloat16 addmm as mm + add rounds
+  // twice).
+  bool no_kernel = false;
+
+  bool refused() const { return !reason.empty(); }
+};
+
 class OpKernels {
  public:
   virtual ~OpKernels() = default;
@@ -168,7 +184,7 @@ class OpKernels {
   // Generic ATen calls (ops/aten/aten_kernel.cpp). A provider that does not run
   // CPU kernels serves the families of runtime/aten_ops.h it maps onto its
   // library, and refuses the rest with a reason.
-  virtual std::string aten_unsupported(const AtenCall& call) const = 0;
+  virtual AtenRefusal aten_unsupported(const AtenCall& call) const = 0;
   // Whether the provider maps `overload` ("aten::abs.out") onto its library
   // beyond the families of runtime/aten_ops.h (the Infini provider's
   // generic InfiniOps binding): calls of it are planned and queued as the

@@ -53,12 +53,6 @@
 namespace torch_infini::ops {
 namespace {
 
-// How the Infini provider's aten_unsupported() words a refusal that means
-// its library has no kernel for the call's operator at all ("InfiniOps has
-// no kernel for aten::arange", "InfiniOps has no MseLoss implementation for
-// cpu in this build"), as opposed to a limit of a kernel it has.
-constexpr const char* kNoKernelReason = "InfiniOps has no ";
-
 bool writes(const c10::Argument& arg) {
   return arg.alias_info() != nullptr && arg.alias_info()->isWrite();
 }
@@ -391,22 +385,21 @@ void queue_call(const Plan& plan, const c10::OperatorHandle& op,
         return !t.defined() || t.numel() == 0;
       });
   if (!empty) {
-    const std::string unsupported = kernels.aten_unsupported(call);
-    if (!unsupported.empty()) {
+    const runtime::AtenRefusal unsupported = kernels.aten_unsupported(call);
+    if (unsupported.refused()) {
       // PyTorch's decomposition where the library has no kernel for the
       // operator (not where a kernel it has refuses the call for a limit:
       // bfloat16 addmm as mm + add would round twice), else the opt-in CPU
       // fallback may run the call as the user made it.
       std::string refusal;
-      const bool no_kernel = unsupported.rfind(kNoKernelReason, 0) == 0;
-      if ((no_kernel && decompose(plan, op, stack, &refusal)) ||
+      if ((unsupported.no_kernel && decompose(plan, op, stack, &refusal)) ||
           try_cpu_fallback(op, stack)) {
         return;
       }
       check_supported(plan.name.c_str(),
                       refusal.empty()
-                          ? unsupported
-                          : unsupported + ". PyTorch's decomposition of it "
+                          ? unsupported.reason
+                          : unsupported.reason + ". PyTorch's decomposition of it "
                                 "calls an operator that is not served (" +
                                 refusal + ")");
     }

@@ -274,7 +274,7 @@ class HostKernels final : public OpKernels {
 
   const std::vector<OpSupport>& support() const override { return support_; }
 
-  std::string aten_unsupported(const AtenCall& /*call*/) const override {
+  AtenRefusal aten_unsupported(const AtenCall& /*call*/) const override {
     return {};  // ATen's CPU kernels run every call the ops layer accepts
   }
 

@@ -392,19 +392,22 @@ const Binding* GenericServer::find(const std::string& overload) const {
   return it == by_overload_.end() ? nullptr : it->second;
 }
 
+bool GenericServer::has_kernel(const Binding& b) const {
+  const int type = static_cast<int>(provider_.device_type());
+  return native_index(b.implementations, type) >= 0 ||
+      has_implementation_index(b.implementations, type, kAtenBackedIndex);
+}
+
 std::string GenericServer::choose(const Binding& b, const AtenCall& given,
                                   bool native_allowed,
                                   int* implementation) const {
   std::optional<AtenCall> storage;
   const AtenCall& call = with_results(given, &storage);
-  const int type = static_cast<int>(provider_.device_type());
-  const bool native = native_index(b.implementations, type) >= 0;
-  const bool aten =
-      has_implementation_index(b.implementations, type, kAtenBackedIndex);
-  if (!native && !aten) {
+  if (!has_kernel(b)) {
     return "InfiniOps has no " + b.op + " implementation for " +
         provider_.backend() + " in this build";
   }
+  const int type = static_cast<int>(provider_.device_type());
   const std::string common = common_reason(b, call);
   if (!common.empty()) {
     return common;

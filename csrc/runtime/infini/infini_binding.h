@@ -314,6 +314,10 @@ class GenericServer {
   std::string choose(const Binding& b, const AtenCall& call,
                      bool native_allowed, int* implementation) const;
 
+  // Whether this build has a native or ATen-backed implementation of `b`'s
+  // operator for the provider's backend.
+  bool has_kernel(const Binding& b) const;
+
   // Launches a call `choose` accepted, on `stream`.
   void run(const Binding& b, int device, StreamHandle stream,
            const AtenCall& call, int implementation);

@@ -363,19 +363,25 @@ class InfiniKernels final : public OpKernels {
         generic_.find(overload) != nullptr;
   }
 
-  std::string aten_unsupported(const AtenCall& call) const override {
+  AtenRefusal aten_unsupported(const AtenCall& call) const override {
     const std::string name = overload_name(call);
     int implementation = -1;
-    std::string reason = decide(name, call, &implementation);
-    if (reason.empty() || reason.find(kFallbackHint) != std::string::npos) {
-      return reason;
+    AtenRefusal refusal{decide(name, call, &implementation),
+                        /*no_kernel=*/false};
+    if (!refusal.refused()) {
+      return refusal;
+    }
+    refusal.no_kernel = !has_kernel(name);
+    if (refusal.reason.find(kFallbackHint) != std::string::npos) {
+      return refusal;
     }
     // Every refusal says it is InfiniOps' limit (tests and users tell a
     // missing kernel from an error by it) and how to run the call anyway.
-    if (reason.find("InfiniOps") == std::string::npos) {
-      reason = "not served by InfiniOps: " + reason;
+    if (refusal.reason.find("InfiniOps") == std::string::npos) {
+      refusal.reason = "not served by InfiniOps: " + refusal.reason;
     }
-    return reason + "; " + kFallbackHint;
+    refusal.reason += std::string("; ") + kFallbackHint;
+    return refusal;
   }
 
   void aten(int device, StreamHandle stream, AtenCall call) override {
@@ -391,6 +397,18 @@ class InfiniKernels final : public OpKernels {
   }
 
  private:
+  // Whether this build has an InfiniOps implementation, for this backend, of
+  // an operator that serves `name` (a hand-written entry's or the generic
+  // binding's), whatever its limits.
+  bool has_kernel(const std::string& name) const {
+    const auto hand = by_overload_.find(name);
+    if (hand != by_overload_.end() && hand->second->run) {
+      return true;
+    }
+    const Binding* bound = generic_.find(name);
+    return bound != nullptr && generic_.has_kernel(*bound);
+  }
+
   // Who runs `call`: a hand-written entry that accepts it (its native
   // kernel; *implementation stays -1), else the generic binding with the
   // implementation it picks. Empty when one does; otherwise why not.
