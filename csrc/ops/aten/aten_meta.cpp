@@ -10,6 +10,7 @@
 
 #include "core/InfiniFunctions.h"
 #include "ops/aten/aten_layouts.h"
+#include "ops/aten/aten_meta_fixes.h"
 
 namespace torch_infini::ops {
 namespace {
@@ -156,6 +157,16 @@ Layouts run_on_meta(const Plan& plan, const c10::OperatorHandle& op,
     }
     layouts.push_back(std::move(r));
   }
+  std::vector<Layout*> results;
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    const bool out_argument = i < plan.written.size() &&
+        op.schema().arguments()[plan.written[i]].kwarg_only();
+    if (i >= plan.written.size() || out_argument) {
+      results.push_back(layouts[i].is_list ? nullptr
+                                           : &layouts[i].tensors.front());
+    }
+  }
+  conform_meta_layouts_to_cpu(op, args, results);
   return layouts;
 }
 
