@@ -69,9 +69,51 @@ def _arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> to
     return out.copy_(values)
 
 
+def _flip(x: torch.Tensor, dims: list[int]) -> torch.Tensor:
+    """``flip``: PyTorch's decomposition ends in ``prims.rev``, whose
+    implementation is ``flip`` itself. Each dimension is reversed by
+    ``index_select`` with descending indices (data movement only: exact).
+    CPU's errors come from the meta kernel, which runs first."""
+    out = x
+    for d in {dim % max(x.dim(), 1) for dim in dims}:
+        n = x.shape[d] if x.dim() else 1
+        if n > 1:
+            out = out.index_select(d, torch.arange(n - 1, -1, -1, device=x.device))
+    return out.clone() if out is x else out
+
+
+def _roll(x: torch.Tensor, shifts: list[int], dims: list[int] = ()) -> torch.Tensor:
+    """``roll``: PyTorch's decomposition flips (``prims.rev``, as ``flip``).
+    Each shift is a ``cat`` of the two slices of its dimension, in swapped
+    order; no dimensions rolls the flattened tensor, as CPU does."""
+    if not dims:
+        return _roll(x.flatten(), shifts, [0]).view(x.shape)
+    out = x
+    for shift, d in zip(shifts, dims):
+        n = out.shape[d]
+        s = shift % n if n else 0
+        if s:
+            out = torch.cat([out.narrow(d, n - s, s), out.narrow(d, 0, n - s)], d)
+    return out.clone() if out is x else out
+
+
+def _with_out(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The ``out=`` overload of a functional decomposition, as PyTorch makes
+    its own (``out`` resized and written last)."""
+    from torch._prims_common.wrappers import out_wrapper
+
+    return out_wrapper()(fn)
+
+
 # Where PyTorch's decomposition of an overload comes back to the overload
 # itself (through a primitive implemented by it), ours.
-_OWN: dict[str, Callable[..., Any]] = {"aten::arange.start_out": _arange_out}
+_OWN: dict[str, Callable[..., Any]] = {
+    "aten::arange.start_out": _arange_out,
+    "aten::flip": _flip,
+    "aten::flip.out": _with_out(_flip),
+    "aten::roll": _roll,
+    "aten::roll.out": _with_out(_roll),
+}
 
 
 def decomposition_table() -> dict[str, Callable[..., Any]]:

@@ -47,6 +47,9 @@ CASES = {
     "trace": (aten.trace.default, (torch.randn(5, 5),), {}),
     "flip": (aten.flip.default, (X, [0, 2]), {}),
     "roll": (aten.roll.default, (X, [1, -2], [1, 3]), {}),
+    "flip_negative_and_unit_dims": (aten.flip.default, (torch.randn(3, 1, 5), [-1, 1]), {}),
+    "roll_flattened": (aten.roll.default, (X, [-37]), {}),
+    "roll_empty_dim": (aten.roll.default, (torch.randn(0, 3), [2], [0]), {}),
     "var_mean": (aten.var_mean.correction, (X, [1, 2]), {"correction": 0, "keepdim": True}),
     "pixel_shuffle": (aten.pixel_shuffle.default, (torch.randn(1, 8, 3, 3), 2), {}),
     "hardswish_backward": (aten.hardswish_backward.default, (torch.randn(7), torch.randn(7) * 4), {}),
@@ -67,6 +70,19 @@ def test_decomposition_on_the_device_matches_cpu(case):
         assert g.device.type == "infini"
         assert (g.dtype, g.shape) == (e.dtype, e.shape)
         torch.testing.assert_close(g.cpu(), e)
+
+
+@pytest.mark.parametrize("overload,args", [(aten.flip.out, (X, [0, -1])), (aten.roll.out, (X, [3], [2]))],
+                         ids=["flip", "roll"])
+def test_own_out_overloads_write_out(overload, args):
+    """flip and roll are ours (PyTorch's end in prims.rev, which is flip):
+    their out= overloads resize and write ``out``, as CPU's do."""
+    expected = overload(*args, out=torch.empty(0))
+    out = torch.empty(0, device=DEV)
+    got = _decompose(overload, *[_on_device(a) for a in args], out=out)
+    _skip_if_unserved(got)
+    assert got.data_ptr() == out.data_ptr() and out.shape == expected.shape
+    torch.testing.assert_close(out.cpu(), expected)
 
 
 _RANGES = [(0, 10, 1), (-3, 7.5, 0.5), (5, -5, -3), (0, 1, 0.1), (2, 2, 1)]
