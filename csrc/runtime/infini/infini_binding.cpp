@@ -24,6 +24,7 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -484,6 +485,10 @@ void GenericServer::run(const Binding& b, int device, StreamHandle stream,
   const Launch launch{&provider_, device, stream, implementation, &args,
                       &b.conversions,
                       broadcast ? out.sizes() : c10::IntArrayRef()};
+  // An ATen-backed operator calls ATen's CPU kernel through the dispatcher,
+  // on this thread: the profiler has recorded the call it is the kernel of,
+  // and must not record it twice.
+  at::DisableRecordFunctionGuard one_call_in_profiles;
   b.launch(launch);
 }
 
