@@ -10,11 +10,12 @@ ATen-backed); only otherwise is it refused, or run through the opt-in CPU
 fallback. The decomposition runs on the device like any other code: nothing
 is copied through the host.
 
-Only non-random overloads that are functional or write only ``out=``
-arguments decompose (the kernel in ``csrc/ops/aten/aten_kernel.cpp``
-decides): a decomposition that fails part-way has then written nothing (an
-``out=`` argument is written last), and a random one would not draw what
-CPU's kernel draws. A decomposition that returns a tensor off the call's device
+Only non-random overloads that are functional, write only ``out=``
+arguments, or write only ``self`` in place decompose (the kernel in
+``csrc/ops/aten/aten_decompose.cpp`` decides): a decomposition that fails
+part-way has then written nothing (an ``out=`` argument is written last; an
+in-place overload runs as its functional one, then copies into ``self``),
+and a random one would not draw what CPU's kernel draws. A decomposition that returns a tensor off the call's device
 is not used. On the host runtime every overload has a kernel, so none runs.
 """
 
@@ -28,6 +29,9 @@ import torch
 
 _lock = threading.Lock()
 _table: dict[str, Callable[..., Any]] | None = None
+# In-place overloads as their functional ones (see _in_place), by name;
+# None where an overload has no functional twin.
+_in_place_table: dict[str, Callable[..., Any] | None] = {}
 
 
 def _overload_name(op: torch._ops.OpOverload) -> str:
@@ -97,6 +101,58 @@ def _roll(x: torch.Tensor, shifts: list[int], dims: list[int] = ()) -> torch.Ten
     return out.clone() if out is x else out
 
 
+def _index_put(x: torch.Tensor, indices: list, values: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
+    """``index_put`` (``x[indices] = values`` out of place): PyTorch's
+    decomposition runs ``index_put_`` on a copy, which comes back here. The
+    positions written are ``index`` of an arange over ``x``'s elements
+    (``index`` settles masks, broadcasting, negative indices and CPU's bounds
+    errors); ``values``, broadcast to them, are written there by
+    ``index_copy``, or added by ``index_add``, into a flat copy of ``x``.
+    CPU's other errors (dtypes, shapes) come from the meta kernel first."""
+    positions = torch.ops.aten.index.Tensor(torch.arange(x.numel(), device=x.device).view(x.shape), indices)
+    flat = x.reshape(-1)
+    values = values.expand(positions.shape).reshape(-1)
+    put = torch.index_add if accumulate else torch.index_copy
+    return put(flat, 0, positions.reshape(-1), values).view(x.shape)
+
+
+def _in_place(name: str) -> Callable[..., Any] | None:
+    """In-place overload ``name`` (``"aten::index_put_"``) as its functional
+    overload followed by a copy into ``self``: like an ``out=`` argument,
+    ``self`` is written last, once the result is whole. The functional
+    overload runs as any call does (served, or as its own decomposition).
+    None where ``name`` has no functional overload of the same arguments."""
+    qualified, _, overload = name.partition(".")
+    namespace, _, base = qualified.partition("::")
+    if namespace != "aten" or not base.endswith("_"):
+        return None
+    try:
+        in_place = getattr(getattr(torch.ops.aten, base), overload or "default")
+        functional = getattr(getattr(torch.ops.aten, base[:-1]), overload or "default")
+    except AttributeError:
+        return None
+    ours, theirs = in_place._schema, functional._schema
+    # An in-place view (t_, squeeze_) changes self's metadata, not its values.
+    if (torch.Tag.inplace_view in in_place.tags or len(theirs.returns) != 1 or len(ours.arguments) != len(theirs.arguments)
+            or any(a.name != b.name or str(a.type) != str(b.type) for a, b in zip(ours.arguments, theirs.arguments))):
+        return None
+
+    def run(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        result = functional(self, *args, **kwargs)
+        if result.shape != self.shape or result.dtype != self.dtype:  # CPU's meta kernel has refused such calls
+            raise NotImplementedError(f"{name}: its functional overload gives {result.dtype}{list(result.shape)} "
+                                      f"for self of {self.dtype}{list(self.shape)}")
+        # A result over an argument's memory (set's) is not what the in-place
+        # overload does, which makes self share that memory.
+        given: set[int] = set()
+        _storages((self, args, tuple(kwargs.values())), given)
+        if result.untyped_storage().data_ptr() in given:
+            raise NotImplementedError(f"{name}: its functional overload returns a view of an argument")
+        return self.copy_(result)
+
+    return run
+
+
 def _with_out(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The ``out=`` overload of a functional decomposition, as PyTorch makes
     its own (``out`` resized and written last)."""
@@ -113,6 +169,8 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::flip.out": _with_out(_flip),
     "aten::roll": _roll,
     "aten::roll.out": _with_out(_roll),
+    "aten::index_put": _index_put,
+    "aten::index_put.out": _with_out(_index_put),
 }
 
 
@@ -137,6 +195,14 @@ def decomposition_table() -> dict[str, Callable[..., Any]]:
         return _table
 
 
+def _storages(value: Any, found: set[int]) -> None:
+    if isinstance(value, torch.Tensor):
+        found.add(value.untyped_storage().data_ptr())
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _storages(item, found)
+
+
 def _devices(value: Any, found: set[torch.device]) -> None:
     if isinstance(value, torch.Tensor):
         found.add(value.device)
@@ -152,7 +218,12 @@ def run(name: str, args: tuple, kwargs: dict) -> Any:
     result is not on the arguments' device."""
     fn = decomposition_table().get(name)
     if fn is None:
-        return NotImplemented
+        with _lock:
+            if name not in _in_place_table:
+                _in_place_table[name] = _in_place(name)
+            fn = _in_place_table[name]
+        if fn is None:
+            return NotImplemented
     result = fn(*args, **kwargs)
     given: set[torch.device] = set()
     _devices((args, tuple(kwargs.values())), given)

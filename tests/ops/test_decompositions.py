@@ -85,6 +85,61 @@ def test_own_out_overloads_write_out(overload, args):
     torch.testing.assert_close(out.cpu(), expected)
 
 
+_INDEX_PUTS = {
+    "rows": ([torch.tensor([2, 0, -1])], torch.randn(3, 4, 5)),
+    "mask": ([torch.tensor([True, False, True])], torch.randn(4, 5)),
+    "broadcast_pair": ([torch.tensor([[0], [2]]), torch.tensor([1, 3])], torch.randn(5)),
+    "slice_then_index": ([None, torch.tensor([3, 1])], torch.randn(1, 5)),
+    "apart": ([torch.tensor([0, 1]), None, torch.tensor([4, 2])], torch.randn(2, 4)),
+    "nothing": ([torch.tensor([], dtype=torch.long)], torch.randn(0, 4, 5)),
+}
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("case", sorted(_INDEX_PUTS))
+def test_index_put_matches_cpu(case, accumulate):
+    """Ours (PyTorch's runs index_put_ on a copy, which comes back to it):
+    index of an arange gives the positions, index_copy or index_add writes."""
+    indices, values = _INDEX_PUTS[case]
+    x = torch.randn(3, 4, 5)
+    if accumulate and case == "rows":  # repeated positions accumulate
+        indices = [torch.tensor([2, 0, 2, -1])]
+        values = torch.randn(4, 4, 5)
+    expected = aten.index_put.default(x, indices, values, accumulate)
+    got = _decompose(aten.index_put.default, x.to(DEV), [_on_device(i) for i in indices], values.to(DEV),
+                     accumulate)
+    _skip_if_unserved(got)
+    assert (got.dtype, got.shape) == (expected.dtype, expected.shape)
+    torch.testing.assert_close(got.cpu(), expected)
+
+
+def test_index_put_raises_cpus_error_for_an_index_out_of_range():
+    with pytest.raises(IndexError) as cpu:
+        torch.zeros(3).index_put_([torch.tensor([3])], torch.ones(1))
+    with pytest.raises(IndexError) as infini:
+        _decompose(aten.index_put.default, torch.zeros(3, device=DEV), [torch.tensor([3], device=DEV)],
+                   torch.ones(1, device=DEV))
+    assert str(infini.value) == str(cpu.value)
+
+
+def test_an_in_place_overload_runs_as_its_functional_one_then_writes_self():
+    """index_put_ (x[i] = v) and the other in-place overloads: their
+    functional overload computes the result whole, then it is copied into
+    self, which a failure part-way has not touched."""
+    x, index, values = torch.randn(4, 3), torch.tensor([3, 1]), torch.randn(2, 3)
+    on_device = x.to(DEV)
+    got = _decompose(aten.index_put_.default, on_device, [index.to(DEV)], values.to(DEV))
+    _skip_if_unserved(got)
+    assert got.data_ptr() == on_device.data_ptr()
+    torch.testing.assert_close(on_device.cpu(), x.clone().index_put_([index], values))
+    before = on_device.cpu()
+    with pytest.raises(IndexError):
+        _decompose(aten.index_put_.default, on_device, [torch.tensor([7], device=DEV)], values[:1].to(DEV))
+    assert torch.equal(on_device.cpu(), before)
+    assert _decompose(aten.relu_.default, on_device) is not None  # relu: a functional twin
+    torch.testing.assert_close(on_device.cpu(), before.relu())
+
+
 _RANGES = [(0, 10, 1), (-3, 7.5, 0.5), (5, -5, -3), (0, 1, 0.1), (2, 2, 1)]
 _DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.int32]
 

@@ -91,7 +91,12 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
   const bool writes_only_outs =
       std::all_of(plan.written_out.begin(), plan.written_out.end(),
                   [](bool out) { return out; });
-  if (!writes_only_outs || is_random_operator(op.schema())) {
+  // In place on self alone: decomposed as its functional overload, then a
+  // copy into self (torch_infini/decompositions.py), which is written last.
+  const bool in_place_on_self = plan.written.size() == 1 &&
+      plan.written[0] == 0 && plan.returns_only_written;
+  if ((!writes_only_outs && !in_place_on_self) ||
+      is_random_operator(op.schema())) {
     return false;
   }
   const auto& schema = op.schema();

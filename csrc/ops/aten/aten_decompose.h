@@ -33,8 +33,9 @@ bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack,
 
 // Runs PyTorch's decomposition of a call the provider does not serve, into
 // operators it may serve, leaving its returns on the stack, laid out as the
-// meta run lays them out (a call CPU refuses raises CPU's error first): for a non-random overload writing only out=
-// arguments, if any (one that failed part-way wrote nothing, as out= is
+// meta run lays them out (a call CPU refuses raises CPU's error first): for a
+// non-random overload writing only out= arguments, if any, or only self in
+// place (one that failed part-way wrote nothing, as out= and self are
 // written last; a random one would not draw what CPU's kernel draws).
 // Otherwise, or where an operator it calls is refused (`refusal` gets why),
 // false. Counted as composite in the coverage record.
