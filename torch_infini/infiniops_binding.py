@@ -550,11 +550,21 @@ def render_index(chunks: int, implementations: Mapping[str, Mapping[int, list[in
         "}  // namespace torch_infini::runtime::infini\n")
 
 
+def keeps_tensor_metadata(header_text: str) -> bool:
+    """Whether an InfiniOps base class keeps each tensor's metadata as the
+    classes generated from ATen schemas do (``input_shape_``, ...), which
+    the generated ATen-backed implementation reads. A hand-written base that
+    keeps other metadata (``Convolution`` at 1f6f9c2: ``conv_detail::Metadata``)
+    cannot take one: InfiniOps' ``WITH_TORCH=ON`` build fails to compile it."""
+    return "_shape_" in header_text
+
+
 def bindable_aten_names(schemas: Iterable[AtenSchema], operator_headers: Iterable[str]) -> list[str]:
     """ATen operator names with an ``.out`` overload the rules can bind and an
     InfiniOps operator header (``include/base/<name>.h``, any build installs
-    all of them): the allowlist of an InfiniOps ``WITH_TORCH=ON`` build that
-    gives torch-infini every operator it can bind."""
+    all of them; pass only those that keeps_tensor_metadata): the allowlist of
+    an InfiniOps ``WITH_TORCH=ON`` build that gives torch-infini every
+    operator it can bind."""
     headers = set(operator_headers)
     return sorted({s.name.split("::")[1] for s in schemas
                    if s.name.startswith("aten::") and public_name(s.name) in headers
@@ -582,7 +592,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.torch_allowlist:
         if base is None:
             parser.error(f"{prefix}: no include/base (or src/base) operator headers")
-        print(",".join(bindable_aten_names(schemas, (h.stem for h in base.glob("*.h")))))
+        headers = (h.stem for h in base.glob("*.h") if keeps_tensor_metadata(h.read_text(errors="replace")))
+        print(",".join(bindable_aten_names(schemas, headers)))
     header = prefix / "include" / "infini" / "operator_call_instantiations.h"
     if args.report:
         if not header.is_file():
