@@ -1,5 +1,6 @@
 #include "ops/aten/aten_decompose.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/record_function.h>
 
 #include <algorithm>
@@ -65,6 +66,25 @@ RefusedDecompositions& refused_decompositions() {
   return refused;
 }
 
+// Whether an in-place call's self (argument 0) overlaps itself or shares
+// memory with another argument.
+bool self_shares_memory(c10::ArrayRef<c10::IValue> args) {
+  if (args.empty() || !args[0].isTensor() || !args[0].toTensor().defined()) {
+    return false;
+  }
+  const at::Tensor& self = args[0].toTensor();
+  if (self.numel() == 0) {
+    return false;
+  }
+  bool shares = at::has_internal_overlap(self) == at::MemOverlap::Yes;
+  for_each_tensor(args.slice(1), [&](const at::Tensor& t, size_t) {
+    shares = shares ||
+        (t.defined() && t.device() == self.device() &&
+         at::get_overlap_status(self, t) != at::MemOverlapStatus::No);
+  });
+  return shares;
+}
+
 }  // namespace
 
 void set_decompose_hook(DecomposeHook hook) { installed.store(hook); }
@@ -100,6 +120,17 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
     return false;
   }
   const auto& schema = op.schema();
+  if (in_place_on_self &&
+      self_shares_memory(torch::jit::last(*stack, schema.arguments().size()))) {
+    // The decomposition reads every argument before writing self; CPU's
+    // kernel may not, or refuses the call: CPU decides, on memory aliased
+    // alike, and where it accepts the call the decomposition does not run.
+    const auto args = torch::jit::last(*stack, schema.arguments().size());
+    if (const std::exception_ptr error = cpu_error(op, args, true)) {
+      std::rethrow_exception(error);
+    }
+    return false;
+  }
   // The new results' layouts from the meta run, as every other call on the
   // provider has them (none where the overload has no meta function): a
   // decomposition may return other strides or dtypes. A call CPU refuses
