@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import torch
 import torch.distributed as dist
 
@@ -12,6 +13,7 @@ import torch_infini
 
 from conftest import run_python
 from hang_guard import HANG_GUARD_S
+from infini_testing import on_host
 
 
 def test_registered_for_infini_and_cpu():
@@ -55,6 +57,8 @@ def test_init_process_group_without_backend_picks_infini(tmp_path):
     assert result.stdout.strip().endswith("OK")
 
 
+@pytest.mark.skipif(not on_host(), reason="one device per rank needs the host runtime's TORCH_INFINI_HOST_DEVICES "
+                                          "(InfiniRT's CPU backend has one device)")
 def test_init_process_group_without_backend_then_ddp_in_two_processes(tmp_path):
     """The third form docs/distributed.md shows, in 2 processes with DDP:
     after one step the ranks' parameters agree and equal a single-process

@@ -26,8 +26,10 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cuda_train.py"
 
 
 def _train(device: str, *options: str, processes: int = 1, switch: bool = True) -> dict:
+    # The switch maps CUDA's API the same way on every provider; the example needs every operator served,
+    # which the host runtime has: on a build with the Infini stack it runs there.
     env = dict(os.environ, OMP_NUM_THREADS="1", TORCH_INFINI_WORKER_THREADS="1", PYTHONWARNINGS="ignore",
-               GLOO_SOCKET_IFNAME="lo", TORCH_INFINI_HOST_DEVICES=str(processes))
+               GLOO_SOCKET_IFNAME="lo", TORCH_INFINI_HOST_DEVICES=str(processes), TORCH_INFINI_PROVIDER="host")
     env.pop("TORCH_INFINI_TRANSFER_CUDA", None)
     if switch:
         env["TORCH_INFINI_TRANSFER_CUDA"] = "1"

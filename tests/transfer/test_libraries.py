@@ -22,7 +22,10 @@ _runs: dict[str, dict] = {}
 
 def _run(mode: str) -> dict:
     if mode not in _runs:
-        env = dict(os.environ, OMP_NUM_THREADS="1", TORCH_INFINI_WORKER_THREADS="1", PYTHONWARNINGS="ignore")
+        # The switch maps CUDA's API the same way on every provider; the libraries' training needs every
+        # operator served, which the host runtime has: on a build with the Infini stack it runs there.
+        env = dict(os.environ, OMP_NUM_THREADS="1", TORCH_INFINI_WORKER_THREADS="1", PYTHONWARNINGS="ignore",
+                   TORCH_INFINI_PROVIDER="host")
         for name in ("TORCH_INFINI_TRANSFER_CUDA", "ACCELERATE_TORCH_DEVICE", "TORCH_INFINI_HOST_DEVICES"):
             env.pop(name, None)
         if mode == "switch":
