@@ -231,23 +231,14 @@ class GemmServer {
     GemmCall gemm;
     gemm_call_of(call, &gemm);
     provider_.bind(device);
-    const TensorArg& out = gemm.out;
     const float alpha = static_cast<float>(gemm.alpha.toDouble());
 #ifdef TORCH_INFINI_OPS_GEMM_HAS_OPTIONAL_C
     if (accumulates_) {
-      // c = bias (unless it is already there), then c = alpha*a@b + beta*c
-      // on the ATen-backed Gemm: as CPU's addmm computes it.
-      float beta = 0.0f;
-      if (gemm.bias) {
-        const TensorArg bias = expanded(*gemm.bias, out.sizes);
-        if (!same_layout(bias, out)) {
-          launch_cast(provider_, device, stream, CopyArgs{bias, out});
-        }
-        beta = static_cast<float>(gemm.beta.toDouble());
-      }
-      launch(device, stream, gemm.a, gemm.b, alpha, beta, out);
+      // On the ATen-backed Gemm: as CPU's addmm computes it.
+      launch_accumulating(device, stream, gemm, alpha);
       return;
     }
+    const TensorArg& out = gemm.out;
     if (!gemm.bias) {
       launch(device, stream, gemm.a, gemm.b, alpha, 0.0f, out);
       return;
@@ -273,9 +264,17 @@ class GemmServer {
     launch(device, stream, gemm.a, gemm.b, alpha, 0.0f, y);
     launch_add(provider_, device, stream, AddArgs{y, bias, out, gemm.beta});
 #else
+    launch_accumulating(device, stream, gemm, alpha);
+#endif
+  }
+
+ private:
+  // c = bias (unless it is already there), then c = alpha*a@b + beta*c.
+  void launch_accumulating(int device, StreamHandle stream,
+                           const GemmCall& gemm, float alpha) {
+    const TensorArg& out = gemm.out;
     float beta = 0.0f;
     if (gemm.bias) {
-      // c = bias (unless it is already there), then c = alpha*a@b + beta*c.
       const TensorArg bias = expanded(*gemm.bias, out.sizes);
       if (!same_layout(bias, out)) {
         launch_cast(provider_, device, stream, CopyArgs{bias, out});
@@ -283,10 +282,8 @@ class GemmServer {
       beta = static_cast<float>(gemm.beta.toDouble());
     }
     launch(device, stream, gemm.a, gemm.b, alpha, beta, out);
-#endif
   }
 
- private:
 #ifdef TORCH_INFINI_GEMM_BIAS_BY_LINEAR
   // The bias as Linear's [N] vector when `gemm` is F.linear's addmm on a
   // backend with Linear (alpha = beta = 1, 2-D, one bias row for all rows,
