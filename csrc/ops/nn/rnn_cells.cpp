@@ -158,22 +158,42 @@ at::native::lstm_fn onednn_lstm() {
   return at::native::lstm_mkldnn_stub_DECLARE_DISPATCH_type::DEFAULT;
 }
 
-// Under infini's autocast, never: CUDA's autocast policy (infini's) runs an
-// LSTM's matmuls in the lower precision, where oneDNN's float32 LSTM would
-// return float32 (CPU's own policy casts its oneDNN LSTM instead).
+// Whether this CPU runs oneDNN in `dtype`: CPU's own check (its
+// mkldnn_bf16_device_check and mkldnn_fp16_device_check, asked through the
+// operators PyTorch registers for them), once.
+bool onednn_device_supports(c10::ScalarType dtype) {
+  const auto ask = [](const char* name) {
+    const auto op = c10::Dispatcher::singleton().findSchema({name, ""});
+    return op.has_value() && op->typed<bool()>().call();
+  };
+  static const bool bf16 = ask("mkldnn::_is_mkldnn_bf16_supported");
+  static const bool fp16 = ask("mkldnn::_is_mkldnn_fp16_supported");
+  return dtype == at::kFloat || (dtype == at::kBFloat16 && bf16) ||
+      (dtype == at::kHalf && fp16);
+}
+
+// CPU's rule (its use_mkldnn): float32, bfloat16 and float16 (without
+// gradients) where the CPU runs oneDNN in them (AVX512-BF16 for bfloat16),
+// a non-empty input, no projections. Under infini's autocast, never:
+// CUDA's autocast policy (infini's) runs an LSTM's matmuls in the lower
+// precision, where oneDNN's float32 LSTM would return float32 (CPU's own
+// policy casts its oneDNN LSTM instead).
 bool lstm_runs_onednn(const at::Tensor& input, at::TensorList hx) {
+  const c10::ScalarType dtype = input.scalar_type();
   return runtime::kernels().runs_cpu_kernels() && onednn_lstm() != nullptr &&
       !at::autocast::is_autocast_enabled(c10::DeviceType::PrivateUse1) &&
       at::globalContext().hasMKLDNN() &&
       at::globalContext().userEnabledMkldnn() &&
-      input.scalar_type() == at::kFloat && hx.size() == 2 &&
+      onednn_device_supports(dtype) &&
+      (dtype != at::kHalf || !at::GradMode::is_enabled()) &&
+      input.numel() != 0 && hx.size() == 2 &&
       hx[0].sym_size(2) == hx[1].sym_size(2) &&
       !hx[0].unsafeGetTensorImpl()->has_symbolic_sizes_strides();
 }
 
 // nn.LSTM on the host runtime, as CPU runs it. CPU's lstm runs oneDNN's
-// LSTM where its rule allows (float32, oneDNN enabled, no projections, no
-// symbolic sizes): one mkldnn_rnn_layer call per layer and direction, and
+// LSTM where its rule allows (lstm_runs_onednn; no symbolic sizes): one
+// mkldnn_rnn_layer call per layer and direction, and
 // one backward. For a PrivateUse1 tensor PyTorch takes the per-step path
 // instead: a cell and two matmuls per time step, forward and backward, each
 // a queued call (nn.LSTM trained 1.6-1.8x slower than on the CPU). So where
