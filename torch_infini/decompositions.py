@@ -116,6 +116,13 @@ def _index_put(x: torch.Tensor, indices: list, values: torch.Tensor, accumulate:
     return put(flat, 0, positions.reshape(-1), values).view(x.shape)
 
 
+def _index_put_impl(x: torch.Tensor, indices: list, values: torch.Tensor, accumulate: bool = False,
+                    unsafe: bool = False) -> torch.Tensor:
+    """``_index_put_impl``, which ``index_put_`` (``x[i] = v``) calls in
+    place: ``index_put`` (``unsafe`` only skips checks CPU makes anyway)."""
+    return _index_put(x, indices, values, accumulate)
+
+
 def _in_place(name: str) -> Callable[..., Any] | None:
     """In-place overload ``name`` (``"aten::index_put_"``) as its functional
     overload followed by a copy into ``self``: like an ``out=`` argument,
@@ -171,6 +178,8 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::roll.out": _with_out(_roll),
     "aten::index_put": _index_put,
     "aten::index_put.out": _with_out(_index_put),
+    "aten::_index_put_impl": _index_put_impl,
+    "aten::_index_put_impl.out": _with_out(_index_put_impl),
 }
 
 

@@ -132,6 +132,11 @@ def test_an_in_place_overload_runs_as_its_functional_one_then_writes_self():
     _skip_if_unserved(got)
     assert got.data_ptr() == on_device.data_ptr()
     torch.testing.assert_close(on_device.cpu(), x.clone().index_put_([index], values))
+    # What index_put_ itself calls (x[i] = v reaches it): its functional twin is ours too.
+    again = x.to(DEV)
+    got = _decompose(aten._index_put_impl_.default, again, [index.to(DEV)], values.to(DEV), True, False)
+    _skip_if_unserved(got)
+    torch.testing.assert_close(again.cpu(), x.clone().index_put_([index], values, accumulate=True))
     before = on_device.cpu()
     with pytest.raises(IndexError):
         _decompose(aten.index_put_.default, on_device, [torch.tensor([7], device=DEV)], values[:1].to(DEV))
