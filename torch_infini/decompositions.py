@@ -123,12 +123,28 @@ def _index_put_impl(x: torch.Tensor, indices: list, values: torch.Tensor, accumu
     return _index_put(x, indices, values, accumulate)
 
 
+def _sub(x: torch.Tensor, other: torch.Tensor, *, alpha: Any = 1) -> torch.Tensor:
+    """``sub``: ATen's own ``sub`` kernel is ``add``'s with ``alpha``
+    negated, so this is CPU's arithmetic exactly (PyTorch's decomposition
+    ends in ``prims.sub``, which is ``sub``). CPU's refusals (bool operands)
+    come from the meta kernel first."""
+    return torch.add(x, other, alpha=-alpha)
+
+
+def _rsub(x: torch.Tensor, other: torch.Tensor, *, alpha: Any = 1) -> torch.Tensor:
+    """``rsub.Tensor``: ``other - alpha * x``, which ATen computes as ``sub``."""
+    return _sub(other, x, alpha=alpha)
+
+
 def _in_place(name: str) -> Callable[..., Any] | None:
     """In-place overload ``name`` (``"aten::index_put_"``) as its functional
     overload followed by a copy into ``self``: like an ``out=`` argument,
     ``self`` is written last, once the result is whole. The functional
-    overload runs as any call does (served, or as its own decomposition).
-    None where ``name`` has no functional overload of the same arguments."""
+    overload runs as any call does where the device has a kernel for it
+    (served, or as its own decomposition); where it is a composite of the
+    in-place overload itself (``_index_put_impl`` is a copy, then
+    ``_index_put_impl_``), its decomposition runs instead. None where
+    ``name`` has no functional overload of the same arguments."""
     qualified, _, overload = name.partition(".")
     namespace, _, base = qualified.partition("::")
     if namespace != "aten" or not base.endswith("_"):
@@ -144,8 +160,13 @@ def _in_place(name: str) -> Callable[..., Any] | None:
             or any(a.name != b.name or str(a.type) != str(b.type) for a, b in zip(ours.arguments, theirs.arguments))):
         return None
 
+    functional_name = theirs.name + (f".{theirs.overload_name}" if theirs.overload_name else "")
+    compute: Callable[..., Any] = functional
+    if not torch._C._dispatch_has_kernel_for_dispatch_key(functional_name, "PrivateUse1"):
+        compute = decomposition_table().get(functional_name, functional)
+
     def run(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        result = functional(self, *args, **kwargs)
+        result = compute(self, *args, **kwargs)
         if result.shape != self.shape or result.dtype != self.dtype:  # CPU's meta kernel has refused such calls
             raise NotImplementedError(f"{name}: its functional overload gives {result.dtype}{list(result.shape)} "
                                       f"for self of {self.dtype}{list(self.shape)}")
@@ -180,6 +201,9 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::index_put.out": _with_out(_index_put),
     "aten::_index_put_impl": _index_put_impl,
     "aten::_index_put_impl.out": _with_out(_index_put_impl),
+    "aten::sub.Tensor": _sub,
+    "aten::sub.out": _with_out(_sub),
+    "aten::rsub.Tensor": _rsub,
 }
 
 
@@ -227,10 +251,11 @@ def run(name: str, args: tuple, kwargs: dict) -> Any:
     result is not on the arguments' device."""
     fn = decomposition_table().get(name)
     if fn is None:
-        with _lock:
-            if name not in _in_place_table:
-                _in_place_table[name] = _in_place(name)
-            fn = _in_place_table[name]
+        if name not in _in_place_table:
+            made = _in_place(name)
+            with _lock:
+                _in_place_table.setdefault(name, made)
+        fn = _in_place_table[name]
         if fn is None:
             return NotImplemented
     result = fn(*args, **kwargs)
