@@ -136,6 +136,30 @@ def _rsub(x: torch.Tensor, other: torch.Tensor, *, alpha: Any = 1) -> torch.Tens
     return _sub(other, x, alpha=alpha)
 
 
+def _div(x: torch.Tensor, other: torch.Tensor | float) -> torch.Tensor:
+    """``div.Tensor`` (true division) as ``addcdiv(-0.0, x, other)``, which
+    CPU computes as ``-0.0 + (1 * x) / other``: ``1 * x`` is exact, and
+    adding -0.0 keeps every value and every zero's sign, so each element is
+    CPU's quotient, rounded once, in every floating dtype (PyTorch's
+    decomposition ends in ``prims.div``, which is ``div``; InfiniOps 1f6f9c2's
+    ATen-backed ``Div``, ``Divide`` and ``TrueDivide`` cannot be made).
+    Integer operands divide in the result's floating dtype, as CPU's do. A
+    bfloat16 or float16 tensor divided by a scalar (a number, a 0-dim
+    tensor) is divided as CPU does it: by the scalar's original value, in
+    float32, the quotient rounded once to the tensor's dtype."""
+    dtype = torch.result_type(x, other)
+    if not dtype.is_floating_point:
+        dtype = torch.get_default_dtype()
+    scalar = not isinstance(other, torch.Tensor) or other.dim() == 0
+    computes_in = torch.float32 if scalar and dtype in (torch.bfloat16, torch.float16) else dtype
+    x = x.to(computes_in)
+    if not isinstance(other, torch.Tensor):
+        other = torch.tensor(other, dtype=computes_in)
+    else:
+        other = other.to(computes_in)
+    return torch.addcdiv(torch.full_like(x, -0.0), x, other).to(dtype)
+
+
 def _in_place(name: str) -> Callable[..., Any] | None:
     """In-place overload ``name`` (``"aten::index_put_"``) as its functional
     overload followed by a copy into ``self``: like an ``out=`` argument,
@@ -204,6 +228,8 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::sub.Tensor": _sub,
     "aten::sub.out": _with_out(_sub),
     "aten::rsub.Tensor": _rsub,
+    "aten::div.Tensor": _div,
+    "aten::div.out": _with_out(_div),
 }
 
 

@@ -88,6 +88,42 @@ def test_own_out_overloads_write_out(overload, args):
     torch.testing.assert_close(out.cpu(), expected)
 
 
+_DIVISIONS = {
+    "float32": (torch.randn(64, 3), torch.randn(3)),
+    "specials": (torch.tensor([0.0, -0.0, 1.0, -1.0, float("inf"), float("nan"), 1e-40, 3e38]),
+                 torch.tensor([-0.0, 0.0, 0.0, -3.0, float("inf"), 2.0, 3.0, 1e-3])),
+    "bfloat16": (torch.randn(50).bfloat16(), torch.randn(50).bfloat16()),
+    "float16_by_float32": (torch.randn(50).half(), torch.randn(50)),
+    "integers": (torch.arange(-6, 6), torch.tensor([3, -2, 5, 7, 1, -1, 4, 9, 2, 8, 6, -5])),
+    "by_a_scalar": (torch.randn(20), torch.tensor(3.0)),
+    "by_a_number": (torch.randn(20), 0.1),
+    "integers_by_a_number": (torch.arange(10), 4),
+    # CPU divides bfloat16 by a scalar's original value in float32 (not by the
+    # scalar rounded to bfloat16, as addcdiv's own operands would be).
+    "bfloat16_by_a_number": (torch.randn(2000).bfloat16(), 0.1),
+    "float16_by_a_float32_scalar": (torch.randn(2000).half(), torch.tensor(0.1)),
+    "bfloat16_by_a_float64_scalar": (torch.randn(2000).bfloat16(), torch.tensor(0.3, dtype=torch.float64)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_DIVISIONS))
+def test_div_is_cpus_quotient_bit_for_bit(case):
+    """Ours, as addcdiv(-0.0, x, other): each element CPU's quotient, signs of
+    zeros and NaNs included."""
+    x, other = _DIVISIONS[case]
+    expected = torch.div(x, other)
+    if isinstance(other, torch.Tensor):
+        got = _decompose(aten.div.Tensor, x.to(DEV), other.to(DEV) if other.dim() else other)
+    else:  # a Python number (x / 0.1) reaches the runner as the number
+        got = decompositions.run("aten::div.Tensor", (x.to(DEV), other), {})
+    _skip_if_unserved(got)
+    assert (got.dtype, got.shape) == (expected.dtype, expected.shape)
+    got = got.cpu()
+    assert torch.equal(got.isnan(), expected.isnan())
+    assert torch.equal(got[~got.isnan()], expected[~expected.isnan()])
+    assert torch.equal(got.signbit(), expected.signbit())
+
+
 _INDEX_PUTS = {
     "rows": ([torch.tensor([2, 0, -1])], torch.randn(3, 4, 5)),
     "mask": ([torch.tensor([True, False, True])], torch.randn(4, 5)),
