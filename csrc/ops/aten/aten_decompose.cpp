@@ -204,6 +204,19 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
                 "decomposition of ", op.operator_name(), " returned result ", i,
                 " of shape ", t.sizes(), " where its meta function gives ",
                 c10::IntArrayRef(meta.sizes));
+    // A result computed in less precision than CPU returns it (a bfloat16
+    // group norm's float32 statistics, which the decomposition rounds to
+    // bfloat16) would not be CPU's values once widened.
+    const c10::ScalarType got = t.scalar_type();
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        !c10::isFloatingType(got) || !c10::isFloatingType(meta.dtype) ||
+            c10::elementSize(got) > c10::elementSize(meta.dtype) ||
+            (c10::elementSize(got) == c10::elementSize(meta.dtype) &&
+             got == meta.dtype),
+        op.operator_name(), " on infini (", provider_label(), "): InfiniOps ",
+        "has no kernel for it, and PyTorch's decomposition of it computes ",
+        "result ", i, " in ", got, ", where CPU returns ", meta.dtype,
+        "; use the host runtime (TORCH_INFINI_PROVIDER=host)");
     value = empty_strided_on_current_device(meta.sizes, meta.strides,
                                             meta.dtype)
                 .copy_(t);
