@@ -123,11 +123,14 @@ def _index_put_impl(x: torch.Tensor, indices: list, values: torch.Tensor, accumu
     return _index_put(x, indices, values, accumulate)
 
 
-def _sub(x: torch.Tensor, other: torch.Tensor, *, alpha: Any = 1) -> torch.Tensor:
+def _sub(x: torch.Tensor | float, other: torch.Tensor | float, *, alpha: Any = 1) -> torch.Tensor:
     """``sub``: ATen's own ``sub`` kernel is ``add``'s with ``alpha``
     negated, so this is CPU's arithmetic exactly (PyTorch's decomposition
     ends in ``prims.sub``, which is ``sub``). CPU's refusals (bool operands)
-    come from the meta kernel first."""
+    come from the meta kernel first. A number (``1 - x``) is a 0-dim tensor
+    of the result's dtype, which CPU casts it to."""
+    if not isinstance(x, torch.Tensor):
+        x = torch.tensor(x, dtype=torch.result_type(x, other))
     return torch.add(x, other, alpha=-alpha)
 
 
@@ -136,7 +139,7 @@ def _rsub(x: torch.Tensor, other: torch.Tensor, *, alpha: Any = 1) -> torch.Tens
     return _sub(other, x, alpha=alpha)
 
 
-def _div(x: torch.Tensor, other: torch.Tensor | float) -> torch.Tensor:
+def _div(x: torch.Tensor | float, other: torch.Tensor | float) -> torch.Tensor:
     """``div.Tensor`` (true division) as ``addcdiv(-0.0, x, other)``, which
     CPU computes as ``-0.0 + (1 * x) / other``: ``1 * x`` is exact, and
     adding -0.0 keeps every value and every zero's sign, so each element is
@@ -146,18 +149,18 @@ def _div(x: torch.Tensor, other: torch.Tensor | float) -> torch.Tensor:
     Integer operands divide in the result's floating dtype, as CPU's do. A
     bfloat16 or float16 tensor divided by a scalar (a number, a 0-dim
     tensor) is divided as CPU does it: by the scalar's original value, in
-    float32, the quotient rounded once to the tensor's dtype."""
+    float32, the quotient rounded once to the tensor's dtype. A number
+    divided by a tensor (``1 / x``) is the number in the tensor's dtype."""
     dtype = torch.result_type(x, other)
     if not dtype.is_floating_point:
         dtype = torch.get_default_dtype()
     scalar = not isinstance(other, torch.Tensor) or other.dim() == 0
     computes_in = torch.float32 if scalar and dtype in (torch.bfloat16, torch.float16) else dtype
-    x = x.to(computes_in)
-    if not isinstance(other, torch.Tensor):
-        other = torch.tensor(other, dtype=computes_in)
-    else:
-        other = other.to(computes_in)
-    return torch.addcdiv(torch.full_like(x, -0.0), x, other).to(dtype)
+    x, other = (v.to(computes_in) if isinstance(v, torch.Tensor) else torch.tensor(v, dtype=computes_in)
+                for v in (x, other))
+    on = x if x.device.type != "cpu" or other.device.type == "cpu" else other
+    zero = torch.full(torch.broadcast_shapes(x.shape, other.shape), -0.0, dtype=computes_in, device=on.device)
+    return torch.addcdiv(zero, x, other).to(dtype)
 
 
 def _in_place(name: str) -> Callable[..., Any] | None:

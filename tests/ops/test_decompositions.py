@@ -103,6 +103,8 @@ _DIVISIONS = {
     "bfloat16_by_a_number": (torch.randn(2000).bfloat16(), 0.1),
     "float16_by_a_float32_scalar": (torch.randn(2000).half(), torch.tensor(0.1)),
     "bfloat16_by_a_float64_scalar": (torch.randn(2000).bfloat16(), torch.tensor(0.3, dtype=torch.float64)),
+    "a_number_by_a_tensor": (0.1, torch.randn(50)),
+    "a_number_by_bfloat16": (0.1, torch.randn(50).bfloat16()),
 }
 
 
@@ -112,10 +114,10 @@ def test_div_is_cpus_quotient_bit_for_bit(case):
     zeros and NaNs included."""
     x, other = _DIVISIONS[case]
     expected = torch.div(x, other)
-    if isinstance(other, torch.Tensor):
+    if isinstance(x, torch.Tensor) and isinstance(other, torch.Tensor):
         got = _decompose(aten.div.Tensor, x.to(DEV), other.to(DEV) if other.dim() else other)
-    else:  # a Python number (x / 0.1) reaches the runner as the number
-        got = decompositions.run("aten::div.Tensor", (x.to(DEV), other), {})
+    else:  # a Python number (x / 0.1, 1 / x) reaches the runner as the number
+        got = decompositions.run("aten::div.Tensor", tuple(_on_device(v) for v in (x, other)), {})
     _skip_if_unserved(got)
     assert (got.dtype, got.shape) == (expected.dtype, expected.shape)
     got = got.cpu()
@@ -132,6 +134,16 @@ _INDEX_PUTS = {
     "apart": ([torch.tensor([0, 1]), None, torch.tensor([4, 2])], torch.randn(2, 4)),
     "nothing": ([torch.tensor([], dtype=torch.long)], torch.randn(0, 4, 5)),
 }
+
+
+@pytest.mark.parametrize("x,other", [(1.5, torch.arange(4)), (2, torch.randn(4)), (torch.randn(4), 3)],
+                         ids=["number_minus_integers", "integer_minus_floats", "floats_minus_a_number"])
+def test_sub_with_a_number_matches_cpu(x, other):
+    """A Python number reaches the runner as the number (1 - x)."""
+    expected = torch.sub(x, other) if isinstance(x, torch.Tensor) else torch.rsub(other, x)
+    got = decompositions.run("aten::sub.Tensor", (_on_device(x), _on_device(other)), {})
+    assert (got.dtype, got.shape) == (expected.dtype, expected.shape)
+    assert torch.equal(got.cpu(), expected)
 
 
 @pytest.mark.parametrize("accumulate", [False, True])
