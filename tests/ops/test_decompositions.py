@@ -24,6 +24,15 @@ def _decompose(overload: torch._ops.OpOverload, *args, **kwargs):
     return _C._decompose_for_test(schema.name, schema.overload_name, *args, **kwargs)
 
 
+def _run(name: str, *args):
+    """The runner itself, as the kernel calls it with a Python number (which
+    the test hook cannot pass): its result, or the refusal it raises."""
+    try:
+        return decompositions.run(name, args, {})
+    except NotImplementedError as refusal:
+        return str(refusal)
+
+
 def _skip_if_unserved(got) -> None:
     """On the Infini stack, a decomposition that calls an operator InfiniOps
     does not serve is refused: what the test checks needs that operator."""
@@ -117,7 +126,7 @@ def test_div_is_cpus_quotient_bit_for_bit(case):
     if isinstance(x, torch.Tensor) and isinstance(other, torch.Tensor):
         got = _decompose(aten.div.Tensor, x.to(DEV), other.to(DEV) if other.dim() else other)
     else:  # a Python number (x / 0.1, 1 / x) reaches the runner as the number
-        got = decompositions.run("aten::div.Tensor", tuple(_on_device(v) for v in (x, other)), {})
+        got = _run("aten::div.Tensor", *(_on_device(v) for v in (x, other)))
     _skip_if_unserved(got)
     assert (got.dtype, got.shape) == (expected.dtype, expected.shape)
     got = got.cpu()
@@ -141,7 +150,8 @@ _INDEX_PUTS = {
 def test_sub_with_a_number_matches_cpu(x, other):
     """A Python number reaches the runner as the number (1 - x)."""
     expected = torch.sub(x, other) if isinstance(x, torch.Tensor) else torch.rsub(other, x)
-    got = decompositions.run("aten::sub.Tensor", (_on_device(x), _on_device(other)), {})
+    got = _run("aten::sub.Tensor", _on_device(x), _on_device(other))
+    _skip_if_unserved(got)
     assert (got.dtype, got.shape) == (expected.dtype, expected.shape)
     assert torch.equal(got.cpu(), expected)
 
