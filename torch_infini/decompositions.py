@@ -183,7 +183,8 @@ def _in_place(name: str) -> Callable[..., Any] | None:
         return None
     ours, theirs = in_place._schema, functional._schema
     # An in-place view (t_, squeeze_) changes self's metadata, not its values.
-    if (torch.Tag.inplace_view in in_place.tags or len(theirs.returns) != 1 or len(ours.arguments) != len(theirs.arguments)
+    if (torch.Tag.inplace_view in in_place.tags or len(theirs.returns) != 1
+            or len(ours.arguments) != len(theirs.arguments)
             or any(a.name != b.name or str(a.type) != str(b.type) for a, b in zip(ours.arguments, theirs.arguments))):
         return None
 

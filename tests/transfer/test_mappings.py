@@ -35,7 +35,8 @@ def _run_all() -> dict:
             out = os.path.join(tmp, "results.json")
             # The switch maps CUDA's API the same way on every provider; the scenarios need every operator
             # served and graph capture, which the host runtime has: on a build with the Infini stack they run there.
-            env = dict(os.environ, TORCH_INFINI_TRANSFER_CUDA="1", PYTHONWARNINGS="ignore", TORCH_INFINI_PROVIDER="host")
+            env = dict(os.environ, TORCH_INFINI_TRANSFER_CUDA="1", PYTHONWARNINGS="ignore",
+                       TORCH_INFINI_PROVIDER="host")
             proc = subprocess.run([sys.executable, str(SCRIPT), out], env=env, capture_output=True, text=True,
                                   timeout=HANG_GUARD_S)
             if proc.returncode != 0 or not os.path.exists(out):
