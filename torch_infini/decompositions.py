@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -200,8 +200,7 @@ def _in_place(name: str) -> Callable[..., Any] | None:
                                       f"for self of {self.dtype}{list(self.shape)}")
         # A result over an argument's memory (set's) is not what the in-place
         # overload does, which makes self share that memory.
-        given: set[int] = set()
-        _storages((self, args, tuple(kwargs.values())), given)
+        given = {t.untyped_storage().data_ptr() for t in _tensors((self, args, tuple(kwargs.values())))}
         if result.untyped_storage().data_ptr() in given:
             raise NotImplementedError(f"{name}: its functional overload returns a view of an argument")
         return self.copy_(result)
@@ -258,20 +257,13 @@ def decomposition_table() -> dict[str, Callable[..., Any]]:
         return _table
 
 
-def _storages(value: Any, found: set[int]) -> None:
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    """The tensors in ``value``, nested lists and tuples included."""
     if isinstance(value, torch.Tensor):
-        found.add(value.untyped_storage().data_ptr())
+        yield value
     elif isinstance(value, (list, tuple)):
         for item in value:
-            _storages(item, found)
-
-
-def _devices(value: Any, found: set[torch.device]) -> None:
-    if isinstance(value, torch.Tensor):
-        found.add(value.device)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            _devices(item, found)
+            yield from _tensors(item)
 
 
 def run(name: str, args: tuple, kwargs: dict) -> Any:
@@ -289,10 +281,8 @@ def run(name: str, args: tuple, kwargs: dict) -> Any:
         if fn is None:
             return NotImplemented
     result = fn(*args, **kwargs)
-    given: set[torch.device] = set()
-    _devices((args, tuple(kwargs.values())), given)
-    made: set[torch.device] = set()
-    _devices(result, made)
+    given = {t.device for t in _tensors((args, tuple(kwargs.values())))}
+    made = {t.device for t in _tensors(result)}
     stray = {d for d in made if d.type != "infini"} - given
     if stray:
         raise NotImplementedError(
