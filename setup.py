@@ -72,15 +72,20 @@ def generate_bindings(stack) -> tuple[list[str], int]:
     report = rules.bind(signatures, rules.aten_schemas_from_torch())
     data = library.read_bytes()
     implementations = rules.implementations_from_symbols(data)
-    abstract = rules.drop_abstract_aten_backed(data, implementations, signatures)
+    completions, abstract = rules.complete_abstract_aten_backed(data, implementations, signatures)
+    if completions:
+        print(f"torch_infini: {len(completions)} of InfiniOps' ATen-backed classes are abstract (an "
+              "overload skipped by its generator) and completed here: "
+              + ", ".join(c.operator for c in completions), flush=True)
     if abstract:
         print("torch_infini: InfiniOps' ATen-backed " + ", ".join(abstract) + " cannot be made "
-              "(abstract: an overload is not implemented); not used", flush=True)
+              "(abstract, and its symbols do not say what it defines); not used", flush=True)
     out = ROOT / GENERATED
     out.mkdir(parents=True, exist_ok=True)
-    texts = {f"infini_bindings_{i}.cpp": rules.render_cpp(report, implementations, i, BINDING_CHUNKS)
+    texts = {f"infini_bindings_{i}.cpp": rules.render_cpp(report, implementations, i, BINDING_CHUNKS, completions)
              for i in range(BINDING_CHUNKS)}
-    texts["infini_bindings.cpp"] = rules.render_index(BINDING_CHUNKS, implementations)
+    texts["infini_bindings.cpp"] = rules.render_index(BINDING_CHUNKS, implementations, completions)
+    texts["infini_completions.h"] = rules.render_completions(completions)
     # What the build read from the installs, as a header the provider's
     # files include (not -D flags: those would recompile every file when the
     # installs change).

@@ -232,28 +232,29 @@ def test_implementations_are_read_from_the_library(stub_install):
                      "Gemm": {0: [0, 2], 1: [0]}, "Sum": {0: [8]}, "internal::Softmax": {0: [8]}}
 
 
-def test_abstract_aten_backed_classes_are_not_used(stub_install, report):
+def test_abstract_aten_backed_classes_without_a_call_are_not_used(stub_install, report):
     """An ATen-backed class with fewer operator() than the operator has
-    public signatures is abstract: its Make would crash, so index 8 goes."""
+    public signatures is abstract: its Make would crash. Sum's defines none
+    at all, so there is nothing to complete: index 8 goes."""
     data = (stub_install / "lib" / "libinfiniops.so").read_bytes()
     impls = ib.implementations_from_symbols(data)
     header = (stub_install / "include" / "infini" / "operator_call_instantiations.h").read_text()
-    dropped = ib.drop_abstract_aten_backed(data, impls, ib.parse_signatures(header))
-    assert dropped == ["Sum"]
+    completions, dropped = ib.complete_abstract_aten_backed(data, impls, ib.parse_signatures(header))
+    assert (completions, dropped) == ([], ["Sum"])
     assert impls["Sum"] == {0: []} and impls["Abs"] == {0: [8]}
 
 
 def test_generated_table_names_the_make_signature_and_implementations(stub_install, report):
     impls = ib.implementations_from_symbols((stub_install / "lib" / "libinfiniops.so").read_bytes())
     text = "".join(ib.render_cpp(report, impls, i, 3) for i in range(3))
-    assert ("make_binding<::infini::ops::Sum, Tensor, std::optional<std::vector<int64_t>>, bool, "
+    assert ("make_binding<::infini::ops::Sum, NotCompleted, Tensor, std::optional<std::vector<int64_t>>, bool, "
             "std::optional<DataType>, Tensor>(\n      \"aten::sum.IntList_out\"") in text
     assert '"aten::add.out", "Add", {{ArgKind::kTensor, 0, false}, {ArgKind::kTensor, 1, false}, ' \
            '{ArgKind::kScalar, 2, false}, {ArgKind::kTensor, 3, true}}, {}, {{0, 0}, {0, 1}}' in text
     index = ib.render_index(3, impls)
     assert "add_generated_bindings_2" in index
     assert '{"Gemm", {{0, 0}, {0, 2}, {1, 0}}},' in index
-    assert 'make_binding<::infini::ops::internal::Softmax, Tensor, int64_t, bool, Tensor>(' in text
+    assert 'make_binding<::infini::ops::internal::Softmax, NotCompleted, Tensor, int64_t, bool, Tensor>(' in text
 
 
 def test_torch_allowlist_is_what_binds(report):
@@ -307,3 +308,143 @@ def test_with_torch_allowlist_comes_from_the_operator_headers(tmp_path):
                           str(tmp_path)], check=True, capture_output=True, text=True).stdout.strip()
     # gemm has no ATen operator; bernoulli draws random numbers (the host does).
     assert out.split(",") == ["_softmax", "abs", "sum"]
+
+
+# An InfiniOps whose ATen-backed Sub is abstract, as at 1f6f9c2: the base has
+# a deprecated in-place overload that the generator skipped. Its headers are
+# the shapes the completion needs (Operator, Device, Tensor, Sub); its
+# library defines Operator<Sub, kCpu, 8>::operator() for the out= overload
+# only, and writes `input - alpha * other`.
+ABSTRACT_OPS_HEADER = """
+#pragma once
+namespace infini::rt { struct Device { enum class Type { kCpu, kNvidia, kCount }; }; }
+namespace infini::ops {
+using Device = rt::Device;
+struct Tensor { double* data; };
+struct Config {};
+class OperatorBase {
+ public:
+  virtual ~OperatorBase() = default;
+  void set_config(const Config&) { configured_ = true; }
+  bool configured_ = false;
+};
+template <typename Key, Device::Type device_type = Device::Type::kCount, unsigned long index = 0>
+class Operator : public OperatorBase {};
+class Sub : public Operator<Sub> {
+ public:
+  Sub(const Tensor input, const Tensor other, const double alpha, Tensor out) : alpha_{alpha} {}
+  [[deprecated]] Sub(Tensor input, const Tensor other, const double alpha) : alpha_{alpha} {}
+  virtual void operator()(const Tensor input, const Tensor other, const double alpha, Tensor out) const = 0;
+  [[deprecated]] virtual void operator()(Tensor input, const Tensor other, const double alpha) const = 0;
+ protected:
+  double alpha_{};
+};
+}
+"""
+
+ABSTRACT_OPS_LIBRARY = """
+#include <infini/ops.h>
+namespace infini::ops {
+template <Device::Type kDev>
+class Operator<Sub, kDev, 8> : public Sub {
+ public:
+  using Sub::Sub;
+  void operator()(const Tensor input, const Tensor other, const double alpha, Tensor out) const override;
+};
+template <Device::Type kDev>
+void Operator<Sub, kDev, 8>::operator()(const Tensor input, const Tensor other, const double alpha,
+                                        Tensor out) const {
+  *out.data = *input.data - alpha * *other.data;
+}
+template void Operator<Sub, Device::Type::kCpu, 8>::operator()(const Tensor, const Tensor, const double,
+                                                                Tensor) const;
+}
+"""
+
+COMPLETION_PROGRAM = """
+#include <cstdio>
+#include <stdexcept>
+#include "infini_completions.h"
+namespace torch_infini::runtime::infini {
+void refuse_skipped_overload(const char* op) { throw std::runtime_error(op); }
+}
+using namespace infini::ops;
+int main() {
+  double a = 5, b = 2, out = 0;
+  Tensor ta{&a}, tb{&b}, to{&out};
+  auto op = torch_infini::runtime::infini::completed::Sub::make(0, ta, tb, 1.5, to);
+  auto none = torch_infini::runtime::infini::completed::Sub::make(1, ta, tb, 1.5, to);  // no nvidia class
+  static_cast<const Sub&>(*op)(ta, tb, 1.5, to);
+  std::printf("%g %d\\n", out, none == nullptr);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def abstract_install(tmp_path_factory) -> Path:
+    if CXX is None:
+        pytest.skip("needs a C++ compiler to make the stub InfiniOps library")
+    root = tmp_path_factory.mktemp("abstract_infiniops")
+    (root / "include" / "infini").mkdir(parents=True)
+    (root / "include" / "infini" / "ops.h").write_text(ABSTRACT_OPS_HEADER)
+    (root / "include" / "infini" / "operator_call_instantiations.h").write_text("\n".join([
+        "namespace infini::ops {",
+        _make("Sub", "Tensor input", "Tensor other", "double alpha", "Tensor out"),
+        _make("Sub", "Tensor input", "Tensor other", "double alpha"),
+        "}"]))
+    (root / "lib").mkdir()
+    (root / "sub.cpp").write_text(ABSTRACT_OPS_LIBRARY)
+    subprocess.run([CXX, "-std=c++17", "-shared", "-fPIC", f"-I{root / 'include'}", "-o",
+                    str(root / "lib" / "libinfiniops.so"), str(root / "sub.cpp")],
+                   check=True, capture_output=True, timeout=120)
+    return root
+
+
+def test_abstract_aten_backed_classes_are_completed(abstract_install, tmp_path):
+    """Sub's ATen-backed class defines one of its two overloads: the build
+    reads which from the library's symbols, binds sub.out to it, and
+    completes the class; made through the completion, the call runs the
+    library's code. The skipped overload binds nothing ATen-backed."""
+    data = (abstract_install / "lib" / "libinfiniops.so").read_bytes()
+    impls = ib.implementations_from_symbols(data)
+    assert impls == {"Sub": {0: [8]}}
+    signatures = ib.parse_signatures(
+        (abstract_install / "include" / "infini" / "operator_call_instantiations.h").read_text())
+    completions, dropped = ib.complete_abstract_aten_backed(data, impls, signatures)
+    assert dropped == [] and impls == {"Sub": {0: [8]}}
+    (sub,) = completions
+    assert (sub.operator, sub.devices) == ("Sub", (0,))
+    assert [[p.name for p in sig] for sig in sub.defined] == [["input", "other", "alpha", "out"]]
+    assert [[p.name for p in sig] for sig in sub.skipped] == [["input", "other", "alpha"]]
+    assert sub.skips(["Tensor", "Tensor", "double"]) and not sub.skips(["Tensor", "Tensor", "double", "Tensor"])
+
+    report = ib.bind(signatures, ib.aten_schemas_from_torch())
+    table = ib.render_cpp(report, impls, 0, 1, completions)
+    assert ('make_binding<::infini::ops::Sub, completed::Sub, Tensor, Tensor, double, Tensor>(\n'
+            '      "aten::sub.out", "Sub"') in table
+    assert "{{0, 8}}));" in table.split('"aten::sub.out"')[1].split("\n")[0]
+    assert '"Sub", {}' in ib.render_index(1, impls, completions)  # hand entries cannot make it
+
+    (tmp_path / "infini_completions.h").write_text(ib.render_completions(completions))
+    (tmp_path / "main.cpp").write_text(COMPLETION_PROGRAM)
+    program = tmp_path / "main"
+    subprocess.run([CXX, "-std=c++17", f"-I{REPO / 'csrc'}", f"-I{abstract_install / 'include'}",
+                    f"-I{tmp_path}", str(tmp_path / "main.cpp"), f"-L{abstract_install / 'lib'}", "-linfiniops",
+                    f"-Wl,-rpath,{abstract_install / 'lib'}", "-o", str(program)],
+                   check=True, capture_output=True, text=True, timeout=120)
+    assert subprocess.run([str(program)], check=True, capture_output=True, text=True).stdout.split() == ["2", "1"]
+
+
+def test_demangled_types_match_the_instantiation_list():
+    """Parameter types read back from symbols spell as InfiniOps' list does."""
+    for demangled, listed in [
+            ("std::optional<std::vector<long, std::allocator<long> > >", "std::optional<std::vector<int64_t>>"),
+            ("std::vector<std::optional<infini::ops::Tensor>, std::allocator<std::optional<infini::ops::Tensor> > >",
+             "std::vector<std::optional<Tensor>>"),
+            ("std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >", "std::string"),
+            ("std::optional<infini::rt::DataType>", "std::optional<DataType>"),
+            ("infini::ops::Tensor", "const Tensor")]:
+        assert ib.canonical_type(demangled) == ib.canonical_type(listed), demangled
+    assert ib.demangle(b"_ZNK6infini3ops8OperatorINS0_3SubELNS_2rt6Device4TypeE0ELm8EEclENS0_6TensorES7_dS7_") == (
+        "infini::ops::Operator<infini::ops::Sub, (infini::rt::Device::Type)0, 8ul>::operator()"
+        "(infini::ops::Tensor, infini::ops::Tensor, double, infini::ops::Tensor) const")

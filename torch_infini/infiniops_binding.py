@@ -339,30 +339,131 @@ def implementations_from_symbols(data: bytes) -> dict[str, dict[int, list[int]]]
     return {op: {d: sorted(ix) for d, ix in sorted(devs.items())} for op, devs in sorted(found.items())}
 
 
-def drop_abstract_aten_backed(data: bytes, implementations: dict[str, dict[int, list[int]]],
-                              signatures: Mapping[str, list[tuple[Param, ...]]]) -> list[str]:
-    """Removes ATen-backed implementations (index 8) that cannot be made.
+def demangle(symbol: bytes) -> str | None:
+    """The C++ name of a mangled symbol, by libstdc++'s ``__cxa_demangle``
+    (loaded already wherever PyTorch is); None where it cannot be read."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
+        fn = lib.__cxa_demangle
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    status = ctypes.c_int(-1)
+    raw = fn(symbol, None, None, ctypes.byref(status))
+    if status.value != 0 or not raw:
+        return None
+    try:
+        return ctypes.string_at(raw).decode()
+    finally:
+        ctypes.CDLL(None).free(ctypes.c_void_p(raw))
+
+
+def _drop_template_argument(text: str, opening: str) -> str:
+    """``text`` less each ``, opening...>`` (balanced): the allocator and
+    traits arguments a demangled ``std::vector``/``std::basic_string`` spells."""
+    while (i := text.find(opening)) >= 0:
+        depth, j = 0, i + len(opening) - 1
+        while j < len(text):
+            depth += {"<": 1, ">": -1}.get(text[j], 0)
+            if depth == 0:
+                break
+            j += 1
+        text = text[:i] + text[j + 1:]
+    return text
+
+
+def canonical_type(cpp: str) -> str:
+    """One spelling of a parameter type, whether it comes from InfiniOps'
+    instantiation list (``std::optional<std::vector<int64_t>>``) or from a
+    demangled symbol (``std::optional<std::vector<long, std::allocator<long> > >``)."""
+    cpp = re.sub(r"\bconst\b|&", "", cpp)
+    cpp = re.sub(r"\s+", " ", cpp).strip()
+    cpp = re.sub(r"\s*([<>,])\s*", r"\1", cpp)
+    cpp = cpp.replace("std::__cxx11::", "std::")
+    cpp = re.sub(r"(?<![\w:])::", "", cpp)
+    cpp = re.sub(r"\binfini::(ops::|rt::)?", "", cpp)
+    cpp = _drop_template_argument(cpp, ",std::allocator<")
+    cpp = _drop_template_argument(cpp, ",std::char_traits<")
+    cpp = cpp.replace("std::basic_string<char>", "std::string")
+    return re.sub(r"\b(std::)?int64_t\b", "long", cpp)
+
+
+def _call_parameters(demangled: str) -> tuple[str, ...] | None:
+    """The canonical parameter types of a demangled ``...::operator()(...) const``."""
+    head, sep, rest = demangled.partition("::operator()(")
+    if not sep or not rest.endswith(") const"):
+        return None
+    return tuple(canonical_type(p) for p in _split_top(rest[:-len(") const")]) if p.strip())
+
+
+@dataclass(frozen=True)
+class Completion:
+    """An ATen-backed class InfiniOps' generator left abstract, as the build
+    completes it: the overloads libinfiniops defines are declared as in
+    InfiniOps' own class (``Operator<Op, kDev, 8> : Op``, ``using Op::Op``);
+    a class of ours derived from it overrides the skipped ones with a
+    refusal (no binding calls them), so it can be made, and a call of a
+    defined overload runs the library's code."""
+
+    operator: str
+    devices: tuple[int, ...]
+    defined: tuple[tuple[Param, ...], ...]
+    skipped: tuple[tuple[Param, ...], ...]
+
+    def skips(self, cpp_types: Iterable[str]) -> bool:
+        """Whether the overload of these parameter types is one InfiniOps skipped."""
+        wanted = tuple(canonical_type(t) for t in cpp_types)
+        return any(tuple(canonical_type(p.cpp_type) for p in sig) == wanted for sig in self.skipped)
+
+
+def complete_abstract_aten_backed(data: bytes, implementations: dict[str, dict[int, list[int]]],
+                                  signatures: Mapping[str, list[tuple[Param, ...]]]
+                                  ) -> tuple[list[Completion], list[str]]:
+    """The ATen-backed classes (index 8) that are abstract, completed where
+    the library's symbols say which overloads it defines; the rest dropped.
 
     InfiniOps' generated ATen-backed class overrides each public overload it
     could map to an ATen schema; where it skipped one (at 1f6f9c2: the
-    deprecated in-place overloads of ``Sub`` and ``Div``) the class stays
-    abstract, and ``Make`` for it dereferences a null operator (a crash,
-    not an error). Such a class has fewer ``operator()`` symbols in the
-    library than the operator has public signatures. Returns the operators
-    whose index 8 was dropped."""
-    calls: dict[tuple[str, int, int], set[bytes]] = {}
+    deprecated in-place overloads of ``Sub`` and ``Div``, 49 classes in all)
+    the class stays abstract, and ``Make`` for it dereferences a null
+    operator (a crash, not an error). Such a class has fewer ``operator()``
+    symbols than the operator has public signatures. Each symbol is
+    demangled and matched to a public signature; a class whose defined
+    overloads all match, the same on every device, is completed
+    (:class:`Completion`). Any other (no symbol to call, a symbol that
+    cannot be read) loses index 8. Returns the completions and the
+    operators whose index 8 was dropped."""
+    calls: dict[tuple[str, int], set[bytes]] = {}
     for name, device, index, call in _operator_symbols(data):
-        if call is not None:
-            calls.setdefault((name, device, index), set()).add(call)
-    dropped = []
-    for op, devices in implementations.items():
-        wanted = len(signatures.get(op, ()))
-        for device, indices in devices.items():
-            if ATEN_BACKED_INDEX in indices and len(calls.get((op, device, ATEN_BACKED_INDEX), ())) < wanted:
-                indices.remove(ATEN_BACKED_INDEX)
-                if op not in dropped:
-                    dropped.append(op)
-    return sorted(dropped)
+        if call is not None and index == ATEN_BACKED_INDEX:
+            calls.setdefault((name, device), set()).add(call)
+    completions, dropped = [], []
+    for op, devices in sorted(implementations.items()):
+        wanted = signatures.get(op, [])
+        abstract = [d for d, ix in devices.items()
+                    if ATEN_BACKED_INDEX in ix and len(calls.get((op, d), ())) < len(wanted)]
+        if not abstract:
+            continue
+        by_types = {tuple(canonical_type(p.cpp_type) for p in sig): sig for sig in wanted}
+        defined_per_device = set()
+        for d in abstract:
+            params = [_call_parameters(demangle(c) or "") for c in sorted(calls.get((op, d), ()))]
+            defined_per_device.add(frozenset(params) if all(p in by_types for p in params) else None)
+        defined = defined_per_device.pop() if len(defined_per_device) == 1 else None
+        if defined:
+            completions.append(Completion(
+                op, tuple(sorted(abstract)),
+                tuple(sig for types, sig in by_types.items() if types in defined),
+                tuple(sig for types, sig in by_types.items() if types not in defined)))
+            continue
+        for d in abstract:
+            devices[d].remove(ATEN_BACKED_INDEX)
+        dropped.append(op)
+    return completions, dropped
 
 
 @dataclass
@@ -485,15 +586,87 @@ def aten_schemas_from_torch() -> list[AtenSchema]:
             if s.name.startswith("aten::")]
 
 
+def _cpp_name(op: str) -> str:
+    """A C++ identifier for operator ``op`` (``internal::Softmax`` -> ``internal_Softmax``)."""
+    return op.replace("::", "_")
+
+
+def render_completions(completions: Iterable[Completion]) -> str:
+    """C++ header completing the abstract ATen-backed classes
+    (:class:`Completion`), included by every part of the binding table."""
+    lines = [
+        "// Generated at build time by torch_infini/infiniops_binding.py from the installed",
+        "// InfiniOps' symbols. Not committed. See complete_abstract_aten_backed there.",
+        "#pragma once",
+        "#include <infini/ops.h>",
+        "",
+        '#include "runtime/infini/aten_backed_completion.h"',
+        "",
+    ]
+    for c in completions:
+        name, op = _cpp_name(c.operator), f"::infini::ops::{c.operator}"
+        guard = f"INFINI_OPS_TORCH_{operator_snake(c.operator).upper()}_H_"
+        defined = "\n".join(
+            f"  void operator()({', '.join(f'{p.cpp_type} {p.name}' for p in sig)}) const override;"
+            for sig in c.defined)
+        skipped = "\n".join(
+            f"  void operator()({', '.join(p.cpp_type for p in sig)}) const override {{\n"
+            f'    refuse_skipped_overload("{c.operator}");\n  }}'
+            for sig in c.skipped)
+        cases = "\n".join(
+            f"      case {d}: return make_completed<::infini::ops::Operator<{op}>, "
+            f"{name}Made<static_cast<::infini::ops::Device::Type>({d})>>(args...);"
+            for d in c.devices)
+        lines += [
+            f"// {c.operator}: InfiniOps' ATen-backed class, as libinfiniops defines it",
+            f"// (InfiniOps does not install it; {guard} is its guard).",
+            f"#ifndef {guard}",
+            "namespace infini::ops {",
+            "template <Device::Type kDev>",
+            f"class Operator<{c.operator}, kDev, {ATEN_BACKED_INDEX}> : public {c.operator} {{",
+            " public:",
+            f"  using {c.operator}::{c.operator.rpartition('::')[2]};",
+            defined,
+            "};",
+            "}  // namespace infini::ops",
+            "#endif",
+            "namespace torch_infini::runtime::infini::completed {",
+            "using namespace ::infini::ops;  // Tensor, DataType",
+            "template <::infini::ops::Device::Type kDev>",
+            f"struct {name}Made final : ::infini::ops::Operator<{op}, kDev, {ATEN_BACKED_INDEX}> {{",
+            f"  using Base = ::infini::ops::Operator<{op}, kDev, {ATEN_BACKED_INDEX}>;",
+            "  using Base::Base;",
+            skipped,
+            "};",
+            f"struct {name} {{",
+            "  static constexpr bool kCompleted = true;",
+            "  template <typename... Args>",
+            f"  static std::unique_ptr<::infini::ops::Operator<{op}>> make(int device_type, const Args&... args) {{",
+            "    switch (device_type) {",
+            cases,
+            "    }",
+            "    return nullptr;",
+            "  }",
+            "};",
+            "}  // namespace torch_infini::runtime::infini::completed",
+            "",
+        ]
+    return "\n".join(lines)
+
+
 def render_cpp(report: BindingReport, implementations: Mapping[str, Mapping[int, list[int]]],
-               chunk: int, chunks: int) -> str:
+               chunk: int, chunks: int, completions: Iterable[Completion] = ()) -> str:
     """C++ source of part ``chunk`` (of ``chunks``) of the binding table,
-    for ``csrc/runtime/infini/infini_binding.h``."""
+    for ``csrc/runtime/infini/infini_binding.h``; an operator with a
+    :class:`Completion` is made through it where it runs ATen-backed (its
+    skipped overloads have no index 8)."""
+    completed = {c.operator: c for c in completions}
     mine = [b for i, b in enumerate(report.bindings) if i % chunks == chunk]
     lines = [
         "// Generated at build time by torch_infini/infiniops_binding.py from the installed",
         "// InfiniOps (operator_call_instantiations.h and libinfiniops' symbols). Not committed.",
         '#include "runtime/infini/infini_binding.h"',
+        '#include "infini_completions.h"',
         "",
         "namespace torch_infini::runtime::infini {",
         "namespace {",
@@ -507,25 +680,35 @@ def render_cpp(report: BindingReport, implementations: Mapping[str, Mapping[int,
         conversions = ", ".join(
             f"{{ArgKind::{p.kind}, {p.aten_index}, {'true' if p.output else 'false'}}}" for p in b.params)
         none = ", ".join(str(i) for i in b.must_be_none)
+        completion = completed.get(b.operator)
+        skipped = completion is not None and completion.skips(b.cpp_types)
         impls = ", ".join(
             f"{{{device}, {index}}}"
             for device, indices in sorted(implementations.get(b.operator, {}).items())
-            for index in indices)
+            for index in indices if not (skipped and index == ATEN_BACKED_INDEX))
+        maker = f"completed::{_cpp_name(b.operator)}" if completion is not None else "NotCompleted"
         lines.append(
-            f'  table.push_back(make_binding<::infini::ops::{b.operator}, {types}>(\n'
+            f'  table.push_back(make_binding<::infini::ops::{b.operator}, {maker}, {types}>(\n'
             f'      "{b.aten}", "{b.operator}", {{{conversions}}}, {{{none}}}, {{{impls}}}));')
     lines += ["}", "", "}  // namespace torch_infini::runtime::infini", ""]
     return "\n".join(lines)
 
 
-def render_index(chunks: int, implementations: Mapping[str, Mapping[int, list[int]]] | None = None) -> str:
+def render_index(chunks: int, implementations: Mapping[str, Mapping[int, list[int]]] | None = None,
+                 completions: Iterable[Completion] = ()) -> str:
     """C++ source gathering the ``chunks`` parts of the table, and every
-    operator's implementations (hand-written entries choose among them)."""
+    operator's implementations (hand-written entries choose among them and
+    make them by InfiniOps' ``Make``, so a completed class's index 8, which
+    only the table can make, is left out)."""
+    completed = {c.operator for c in completions}
+    implementations = {op: {d: [i for i in ix if not (op in completed and i == ATEN_BACKED_INDEX)]
+                            for d, ix in devs.items()}
+                       for op, devs in (implementations or {}).items()}
     decls = "\n".join(f"void add_generated_bindings_{i}(std::vector<Binding>& table);" for i in range(chunks))
     calls = "\n".join(f"    add_generated_bindings_{i}(table);" for i in range(chunks))
     impls = "\n".join(
         f'      {{"{op}", {{{", ".join(f"{{{d}, {i}}}" for d, ix in sorted(devs.items()) for i in ix)}}}}},'
-        for op, devs in sorted((implementations or {}).items()))
+        for op, devs in sorted(implementations.items()))
     return (
         "// Generated at build time by torch_infini/infiniops_binding.py. Not committed.\n"
         '#include "runtime/infini/infini_binding.h"\n\n'

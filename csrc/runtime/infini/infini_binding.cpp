@@ -97,6 +97,12 @@ bool serial(const Launch& l) {
 
 }  // namespace binding_detail
 
+void refuse_skipped_overload(const char* op) {
+  TORCH_CHECK(false, "infini: InfiniOps' ATen-backed ", op,
+              " has no implementation of this overload (its generator "
+              "skipped it); the binding table never calls it");
+}
+
 namespace {
 
 bool mappable(c10::ScalarType t) {

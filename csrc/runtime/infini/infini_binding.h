@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/infini/aten_backed_completion.h"
 #include "runtime/infini/implementation_choice.h"
 #include "runtime/infini/infini_common.h"
 #include "runtime/infini/operator_cache.h"
@@ -251,7 +252,7 @@ struct MakeOf {
 // thread (small outputs on the CPU backend).
 bool serial(const Launch& l);
 
-template <typename Op, typename... Ts, size_t... I>
+template <typename Op, typename Completion, typename... Ts, size_t... I>
 void launch_impl(const Launch& l, std::index_sequence<I...>) {
   using Operator = iops::Operator<Op>;
   const auto& conv = *l.conversions;
@@ -270,7 +271,14 @@ void launch_impl(const Launch& l, std::index_sequence<I...>) {
   Operator& op = cache.get(std::move(key), [&] {
     iops::Config config;
     config.set_implementation_index(static_cast<size_t>(l.implementation));
-    auto made = MakeOf<Op, Ts...>::make(config, std::get<I>(values)...);
+    std::unique_ptr<Operator> made;
+    if (Completion::kCompleted && l.implementation == kAtenBackedIndex) {
+      made = Completion::make(static_cast<int>(l.provider->device_type()),
+                              std::get<I>(values)...);
+      if (made != nullptr) made->set_config(config);
+    } else {
+      made = MakeOf<Op, Ts...>::make(config, std::get<I>(values)...);
+    }
     // Release builds of InfiniOps return null where an implementation has no
     // constructor for the arguments (its assert is compiled out).
     TORCH_CHECK(made != nullptr, "infini: InfiniOps' ", typeid(Op).name(),
@@ -282,21 +290,21 @@ void launch_impl(const Launch& l, std::index_sequence<I...>) {
   static_cast<const Op&>(op)(std::get<I>(values)...);
 }
 
-template <typename Op, typename... Ts>
+template <typename Op, typename Completion, typename... Ts>
 void launch(const Launch& l) {
-  launch_impl<Op, Ts...>(l, std::index_sequence_for<Ts...>{});
+  launch_impl<Op, Completion, Ts...>(l, std::index_sequence_for<Ts...>{});
 }
 
 }  // namespace binding_detail
 
-template <typename Op, typename... Ts>
+template <typename Op, typename Completion, typename... Ts>
 Binding make_binding(const char* aten, const char* op,
                      std::vector<ArgConversion> conversions,
                      std::vector<int> must_be_none,
                      std::vector<Implementation> implementations) {
   return Binding{aten, op, std::move(conversions), std::move(must_be_none),
                  std::move(implementations),
-                 &binding_detail::launch<Op, Ts...>};
+                 &binding_detail::launch<Op, Completion, Ts...>};
 }
 
 // Serves the bound overloads: finds a call's binding, checks it, picks the
