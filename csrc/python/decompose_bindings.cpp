@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/aten/aten_decompose.h"
+#include "ops/aten/aten_kernel.h"
 
 namespace py = pybind11;
 
@@ -139,29 +140,39 @@ void bind_decompositions(py::module& m) {
       },
       "Installs run(name, args, kwargs), which runs PyTorch's decomposition "
       "of an overload the provider does not map (torch_infini.decompositions).");
-  m.def(
-      "_decompose_for_test",
-      [](const std::string& name, const std::string& overload,
-         const py::args& args, const py::kwargs& kwargs) -> py::object {
-        const auto op =
-            c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(),
-                                                           overload.c_str());
-        torch::jit::Stack stack = torch::jit::createStackForSchema(
-            op.schema(), torch::jit::tuple_slice(args), kwargs, std::nullopt);
-        std::string refusal;
-        bool ran = false;
-        {
-          py::gil_scoped_release no_gil;  // as an operator call has it
-          ran = ops::try_decompose(op, &stack, &refusal);
-        }
-        if (!ran) {
-          return py::str(refusal);
-        }
-        return torch::jit::createPyObjectForStack(std::move(stack));
-      },
-      "Runs the installed decomposition of overload (name, overload) on the "
-      "arguments through the kernels' hook, whatever the provider: its "
-      "results, or the refusal it met as a str (tests).");
+  for (const bool as_kernel : {false, true}) {
+    m.def(
+        as_kernel ? "_decompose_as_kernel_for_test" : "_decompose_for_test",
+        [as_kernel](const std::string& name, const std::string& overload,
+                    const py::args& args,
+                    const py::kwargs& kwargs) -> py::object {
+          const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(
+              name.c_str(), overload.c_str());
+          torch::jit::Stack stack = torch::jit::createStackForSchema(
+              op.schema(), torch::jit::tuple_slice(args), kwargs,
+              std::nullopt);
+          std::string refusal;
+          bool ran = false;
+          {
+            py::gil_scoped_release no_gil;  // as an operator call has it
+            ran = as_kernel ? ops::decompose_as_kernel(op, &stack, &refusal)
+                            : ops::try_decompose(op, &stack, &refusal);
+          }
+          if (!ran) {
+            return py::str(refusal);
+          }
+          return torch::jit::createPyObjectForStack(std::move(stack));
+        },
+        as_kernel
+            ? "Runs the installed decomposition of overload (name, overload) "
+              "as the generic kernel does for an overload its provider does "
+              "not serve (results laid out as the meta run lays them out, "
+              "CPU's errors), whatever the provider: its results, or the "
+              "refusal it met as a str (tests)."
+            : "Runs the installed decomposition of overload (name, overload) "
+              "on the arguments through the kernels' hook, whatever the "
+              "provider: its results, or the refusal it met as a str (tests).");
+  }
 }
 
 }  // namespace torch_infini

@@ -295,3 +295,46 @@ def test_the_runner_is_installed_at_import():
     got = _decompose(aten.trace.default, x)
     _skip_if_unserved(got)
     torch.testing.assert_close(got.cpu(), torch.trace(x.cpu()))
+
+
+def _decompose_as_kernel(overload: torch._ops.OpOverload, *args, **kwargs):
+    """The decomposition as the stack's generic kernel runs it for an
+    overload InfiniOps does not serve: results laid out as CPU lays them out."""
+    schema = overload._schema
+    return _C._decompose_as_kernel_for_test(schema.name, schema.overload_name, *args, **kwargs)
+
+
+def test_as_the_kernel_runs_it_a_result_takes_cpus_layout(monkeypatch):
+    """A decomposition may return other strides than CPU's kernel: the
+    kernel copies such a result into the layout of the meta run."""
+    table = dict(decompositions.decomposition_table())
+    table["aten::tril"] = lambda x, diagonal=0: torch.tril(x, diagonal).t().contiguous().t()  # column-major
+    monkeypatch.setattr(decompositions, "_table", table)
+    x = torch.randn(6, 4)
+    expected = torch.tril(x, 1)
+    assert expected.stride() == (4, 1)
+    got = _decompose_as_kernel(aten.tril.default, x.to(DEV), 1)
+    _skip_if_unserved(got)
+    assert (got.shape, got.stride()) == (expected.shape, expected.stride())
+    assert torch.equal(got.cpu(), expected)
+    own = _decompose(aten.tril.default, x.to(DEV), 1)  # the decomposition's own layout
+    assert isinstance(own, str) or own.stride() == (1, 6)
+
+
+def test_as_the_kernel_runs_it_a_result_in_less_precision_than_cpus_is_refused():
+    """PyTorch's native_group_norm decomposition computes a bfloat16 input's
+    statistics in bfloat16; CPU's kernel returns them in float32 where the
+    parameters are float32. Widened, they would not be CPU's values: the
+    kernel refuses the decomposition, naming both dtypes."""
+    x = torch.randn(2, 6, 4, 4).bfloat16()
+    weight, bias = torch.randn(6), torch.randn(6)
+    args = (x, weight, bias, 2, 6, 16, 3, 1e-5)
+    assert [t.dtype for t in aten.native_group_norm.default(*args)] == [torch.bfloat16, torch.float32, torch.float32]
+    try:
+        got = _decompose_as_kernel(aten.native_group_norm.default, *[_on_device(a) for a in args])
+    except NotImplementedError as refusal:
+        assert "computes result 1 in BFloat16, where CPU returns Float" in str(refusal)
+        assert "TORCH_INFINI_PROVIDER=host" in str(refusal)
+    else:
+        _skip_if_unserved(got)
+        pytest.fail(f"ran where CPU's statistics are float32: {[t.dtype for t in got]}")

@@ -605,6 +605,11 @@ torch::CppFunction generic_aten_kernel() {
   return torch::CppFunction::makeFromBoxedFunction<&aten_kernel>();
 }
 
+bool decompose_as_kernel(const c10::OperatorHandle& op,
+                         torch::jit::Stack* stack, std::string* refusal) {
+  return decompose(plan_of(op), op, stack, refusal);
+}
+
 // The Infini provider's families: registered statically, like every infini
 // kernel (the generic registration at load adds the rest).
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
