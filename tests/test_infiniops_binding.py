@@ -432,7 +432,10 @@ def test_abstract_aten_backed_classes_are_completed(abstract_install, tmp_path):
                     f"-I{tmp_path}", str(tmp_path / "main.cpp"), f"-L{abstract_install / 'lib'}", "-linfiniops",
                     f"-Wl,-rpath,{abstract_install / 'lib'}", "-o", str(program)],
                    check=True, capture_output=True, text=True, timeout=120)
-    assert subprocess.run([str(program)], check=True, capture_output=True, text=True).stdout.split() == ["2", "1"]
+    # The stub library, not an Infini stack's libinfiniops that LD_LIBRARY_PATH may name.
+    env = {**os.environ, "LD_LIBRARY_PATH": str(abstract_install / "lib")}
+    ran = subprocess.run([str(program)], check=True, capture_output=True, text=True, env=env)
+    assert ran.stdout.split() == ["2", "1"]
 
 
 def test_demangled_types_match_the_instantiation_list():
