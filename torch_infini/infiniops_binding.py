@@ -389,6 +389,8 @@ def canonical_type(cpp: str) -> str:
     cpp = _drop_template_argument(cpp, ",std::allocator<")
     cpp = _drop_template_argument(cpp, ",std::char_traits<")
     cpp = cpp.replace("std::basic_string<char>", "std::string")
+    # InfiniOps' Tensor is InfiniRT's TensorView (an alias since InfiniRT a38977e).
+    cpp = re.sub(r"\bTensorView\b", "Tensor", cpp)
     return re.sub(r"\b(std::)?int64_t\b", "long", cpp)
 
 
