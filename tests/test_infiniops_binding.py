@@ -314,7 +314,8 @@ def test_with_torch_allowlist_comes_from_the_operator_headers(tmp_path):
 # a deprecated in-place overload that the generator skipped. Its headers are
 # the shapes the completion needs (Operator, Device, Tensor, Sub); its
 # library defines Operator<Sub, kCpu, 8>::operator() for the out= overload
-# only, and writes `input - alpha * other`.
+# only, and writes `input - alpha * other`. A constructor without alpha has a
+# non-virtual operator() beside it.
 ABSTRACT_OPS_HEADER = """
 #pragma once
 namespace infini::rt { struct Device { enum class Type { kCpu, kNvidia, kCount }; }; }
@@ -333,9 +334,12 @@ class Operator : public OperatorBase {};
 class Sub : public Operator<Sub> {
  public:
   Sub(const Tensor input, const Tensor other, const double alpha, Tensor out) : alpha_{alpha} {}
+  Sub(const Tensor input, const Tensor other, Tensor out) : alpha_{1} {}
   [[deprecated]] Sub(Tensor input, const Tensor other, const double alpha) : alpha_{alpha} {}
   virtual void operator()(const Tensor input, const Tensor other, const double alpha, Tensor out) const = 0;
   [[deprecated]] virtual void operator()(Tensor input, const Tensor other, const double alpha) const = 0;
+  // A public signature that is no virtual one (as Add's at 1f6f9c2).
+  void operator()(const Tensor input, const Tensor other, Tensor out) const { (*this)(input, other, 1.0, out); }
  protected:
   double alpha_{};
 };
@@ -391,6 +395,7 @@ def abstract_install(tmp_path_factory) -> Path:
         "namespace infini::ops {",
         _make("Sub", "Tensor input", "Tensor other", "double alpha", "Tensor out"),
         _make("Sub", "Tensor input", "Tensor other", "double alpha"),
+        _make("Sub", "Tensor input", "Tensor other", "Tensor out"),
         "}"]))
     (root / "lib").mkdir()
     (root / "sub.cpp").write_text(ABSTRACT_OPS_LIBRARY)
@@ -415,7 +420,7 @@ def test_abstract_aten_backed_classes_are_completed(abstract_install, tmp_path):
     (sub,) = completions
     assert (sub.operator, sub.devices) == ("Sub", (0,))
     assert [[p.name for p in sig] for sig in sub.defined] == [["input", "other", "alpha", "out"]]
-    assert [[p.name for p in sig] for sig in sub.skipped] == [["input", "other", "alpha"]]
+    assert [[p.name for p in sig] for sig in sub.skipped] == [["input", "other", "alpha"], ["input", "other", "out"]]
     assert sub.skips(["Tensor", "Tensor", "double"]) and not sub.skips(["Tensor", "Tensor", "double", "Tensor"])
 
     report = ib.bind(signatures, ib.aten_schemas_from_torch())

@@ -414,7 +414,7 @@ class Completion:
     operator: str
     devices: tuple[int, ...]
     defined: tuple[tuple[Param, ...], ...]
-    skipped: tuple[tuple[Param, ...], ...]
+    skipped: tuple[tuple[Param, ...], ...]  # public signatures it does not define
 
     def skips(self, cpp_types: Iterable[str]) -> bool:
         """Whether the overload of these parameter types is one InfiniOps skipped."""
@@ -611,8 +611,11 @@ def render_completions(completions: Iterable[Completion]) -> str:
         defined = "\n".join(
             f"  void operator()({', '.join(f'{p.cpp_type} {p.name}' for p in sig)}) const override;"
             for sig in c.defined)
+        # Not `override`: a public signature may be a constructor's or a
+        # non-virtual convenience overload's (Add(input, other, out)) rather
+        # than a pure virtual one; where it is one, this overrides it.
         skipped = "\n".join(
-            f"  void operator()({', '.join(p.cpp_type for p in sig)}) const override {{\n"
+            f"  void operator()({', '.join(p.cpp_type for p in sig)}) const {{\n"
             f'    refuse_skipped_overload("{c.operator}");\n  }}'
             for sig in c.skipped)
         cases = "\n".join(
