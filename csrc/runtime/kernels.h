@@ -147,8 +147,10 @@ struct AtenRefusal {
   // follow "<op> on <provider>/<backend> ...".
   std::string reason;
   // Whether the provider's library has no kernel for the call's operator at
-  // all on this backend, as opposed to a limit of a kernel it has (a dtype,
-  // a layout, its rounding). Only the first may be served by PyTorch's
+  // all on this backend (or one that cannot take the call whatever its
+  // values: an ATen out= kernel resizing its output in passing), as opposed
+  // to a limit of a kernel it has (a dtype, a layout, its rounding). Only
+  // the first may be served by PyTorch's
   // decomposition of the operator: a decomposition around a limit would
   // compute what the kernel refused to (bfloat16 addmm as mm + add rounds
   // twice).

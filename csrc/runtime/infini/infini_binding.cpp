@@ -32,6 +32,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <unordered_map>
 
 #include "runtime/aten_route.h"
@@ -262,6 +263,74 @@ bool takes_uint8_for_bool(const AtenCall& call) {
   return accepted;
 }
 
+// Whether ATen's kernel of `call.op` (an out= overload) resizes an output in
+// passing: mse_loss.out and the other reducing losses compute the
+// elementwise loss into `out`, then reduce it into `out`. InfiniOps'
+// ATen-backed implementation hands ATen outputs over fixed device memory,
+// which cannot be resized, so such a call fails ("Trying to resize storage
+// that is not resizable"). Tried once per overload, non-tensor arguments and
+// tensor ranks, on CPU zeros laid out as the call's inputs and outputs over
+// fixed memory; a try that fails otherwise (values zeros cannot take) says
+// nothing and is taken as no.
+bool resizes_outputs_in_passing(const AtenCall& call) {
+  if (!call.results_into.empty()) {
+    return false;
+  }
+  std::ostringstream key;
+  key << &call.op.schema();
+  for (const c10::IValue& v : call.args) {
+    if (v.isTensor()) {
+      key << ";t" << (v.toTensor().defined() ? v.toTensor().dim() : -1);
+    } else if (v.isTensorList() || v.isList()) {
+      key << ";l";
+    } else {
+      key << ";" << v;
+    }
+  }
+  static std::mutex mutex;
+  static std::unordered_map<std::string, bool> known;
+  {
+    std::lock_guard<std::mutex> lock(mutex);  // a lookup, no device call
+    const auto it = known.find(key.str());
+    if (it != known.end()) {
+      return it->second;
+    }
+  }
+  const auto& schema = call.op.schema().arguments();
+  std::vector<at::Tensor> fixed;  // the outputs' memory, alive for the try
+  torch::jit::Stack cpu;
+  for (size_t i = 0; i < call.args.size(); ++i) {
+    const bool output = i < schema.size() && schema[i].alias_info() &&
+        schema[i].alias_info()->isWrite();
+    cpu.push_back(map_tensors(call.args[i], [&](const at::Tensor& t) {
+      if (!t.defined() || t.device().is_cpu()) {
+        return t;
+      }
+      const auto options = t.options().device(at::kCPU);
+      if (!output) {
+        return at::zeros(t.sizes(), options);
+      }
+      fixed.push_back(at::zeros({static_cast<int64_t>(
+                                    t.storage().nbytes() / t.itemsize() + 1)},
+                                options));
+      return at::from_blob(fixed.back().data_ptr(), t.sizes(), t.strides(),
+                           options);
+    }));
+  }
+  bool resizes = false;
+  try {
+    DropWarnings drop;
+    c10::WarningUtils::WarningHandlerGuard quiet(&drop);
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    call.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
+  } catch (const std::exception& e) {
+    resizes = std::strstr(e.what(), "not resizable") != nullptr;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  known.emplace(key.str(), resizes);
+  return resizes;
+}
+
 // What every implementation needs; empty when the call converts.
 std::string common_reason(const Binding& b, const AtenCall& call) {
   const std::string kernel = "infini::ops::" + b.op;
@@ -406,8 +475,8 @@ bool GenericServer::has_kernel(const Binding& b) const {
 }
 
 std::string GenericServer::choose(const Binding& b, const AtenCall& given,
-                                  bool native_allowed,
-                                  int* implementation) const {
+                                  bool native_allowed, int* implementation,
+                                  bool* cannot_take) const {
   std::optional<AtenCall> storage;
   const AtenCall& call = with_results(given, &storage);
   if (!has_kernel(b)) {
@@ -429,6 +498,15 @@ std::string GenericServer::choose(const Binding& b, const AtenCall& given,
       },
       [&] {
         aten_limit = cpu_scalar_reason(b, call, /*aten_backed=*/true);
+        if (aten_limit.empty() && resizes_outputs_in_passing(call)) {
+          aten_limit = "ATen's " + c10::toString(call.op.operator_name()) +
+              " resizes its output in passing (it computes into it, then "
+              "reduces into it), and the ATen-backed infini::ops::" + b.op +
+              " hands ATen outputs over fixed device memory";
+          if (cannot_take != nullptr) {
+            *cannot_take = native_index(b.implementations, type) < 0;
+          }
+        }
         return aten_limit.empty();
       });
   if (*implementation >= 0) {

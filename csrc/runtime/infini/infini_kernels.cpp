@@ -366,12 +366,13 @@ class InfiniKernels final : public OpKernels {
   AtenRefusal aten_unsupported(const AtenCall& call) const override {
     const std::string name = overload_name(call);
     int implementation = -1;
-    AtenRefusal refusal{decide(name, call, &implementation),
+    bool cannot_take = false;
+    AtenRefusal refusal{decide(name, call, &implementation, &cannot_take),
                         /*no_kernel=*/false};
     if (!refusal.refused()) {
       return refusal;
     }
-    refusal.no_kernel = !has_kernel(name);
+    refusal.no_kernel = !has_kernel(name) || cannot_take;
     if (refusal.reason.find(kFallbackHint) != std::string::npos) {
       return refusal;
     }
@@ -413,7 +414,7 @@ class InfiniKernels final : public OpKernels {
   // kernel; *implementation stays -1), else the generic binding with the
   // implementation it picks. Empty when one does; otherwise why not.
   std::string decide(const std::string& name, const AtenCall& call,
-                     int* implementation) const {
+                     int* implementation, bool* cannot_take = nullptr) const {
     const auto it = by_overload_.find(name);
     const AtenServer* hand = it == by_overload_.end() ? nullptr : it->second;
     std::string hand_reason;
@@ -431,7 +432,7 @@ class InfiniKernels final : public OpKernels {
     const bool hand_native = hand != nullptr && hand->run;
     std::string reason = generic_.choose(*bound, call,
                                          /*native_allowed=*/!hand_native,
-                                         implementation);
+                                         implementation, cannot_take);
     if (reason.empty() || !hand_native) {
       return reason;
     }
