@@ -12,16 +12,28 @@ import torch
 
 import optim_db_harness as harness
 from infini_testing import on_host
+from optim_known_failures import STACK_KNOWN_FAILURES
 
 
 def _params():
-    return [pytest.param(info, optim_input, impl, id=harness.case_id(info, optim_input, impl))
-            for info, optim_input, impl in harness.cases()]
+    params = []
+    for info, optim_input, impl in harness.cases():
+        cid = harness.case_id(info, optim_input, impl)
+        marks = []
+        if not on_host() and cid in STACK_KNOWN_FAILURES:
+            marks.append(pytest.mark.xfail(strict=False, reason=STACK_KNOWN_FAILURES[cid]))
+        params.append(pytest.param(info, optim_input, impl, id=cid, marks=marks))
+    return params
 
 
 @pytest.mark.parametrize("info,optim_input,impl", _params())
 def test_optim_db(info, optim_input, impl):
     assert harness.run_case(info, optim_input, impl) == harness.STEPS
+
+
+def test_stack_known_failures_are_real_cases():
+    ids = {harness.case_id(*case) for case in harness.cases()}
+    assert not sorted(set(STACK_KNOWN_FAILURES) - ids)
 
 
 def test_sparse_adam_is_refused_naming_sparse_layouts():
