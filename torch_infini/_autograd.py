@@ -22,9 +22,22 @@ only which thread runs the backward (and ``torch.autograd.
 is_multithreading_enabled()`` reads False there). Other threads keep
 PyTorch's default. ``TORCH_INFINI_AUTOGRAD_DEVICE_THREADS=1`` keeps
 PyTorch's device threads; on accelerator backends that is the default.
+
+With device threads, the process waits a moment at exit
+(:func:`_let_device_threads_finish`): PyTorch's ``_engine_run_backward``
+stashes a Python object (the caller's ``contextvars`` context) in the
+state each backward carries, and the device thread drops the last
+reference to it just after the caller's ``backward()`` returns. A script
+that exits right then finalizes Python while that thread waits for the GIL
+to release the object; Python ends the thread, and C++ terminates the
+process ("terminate called without an active exception", about one exit in
+three on a two-core machine).
 """
 
 from __future__ import annotations
+
+import atexit
+import time
 
 import torch
 
@@ -55,3 +68,17 @@ def install() -> None:
         return
     if not keep:
         torch._C._set_multithreading_enabled(False)
+    else:
+        atexit.register(_let_device_threads_finish)
+
+
+#: How long the exit waits, with the GIL released, for an autograd device
+#: thread to drop what the last backward left it (microseconds of work).
+EXIT_GRACE_S = 0.05
+
+
+def _let_device_threads_finish() -> None:
+    """Releases the GIL briefly at exit, before Python finalizes, so that an
+    autograd device thread still holding the last backward's state can
+    release its Python objects (see the module's docstring)."""
+    time.sleep(EXIT_GRACE_S)
