@@ -332,7 +332,12 @@ bool resizes_outputs_in_passing(const AtenCall& call) {
 }
 
 // What every implementation needs; empty when the call converts.
-std::string common_reason(const Binding& b, const AtenCall& call) {
+// `inexpressible` is set where the reason is that InfiniOps' API cannot
+// express an argument (a Scalar it takes as a double: an integer one for
+// integer tensors, a complex one, one beyond 2^53), which no implementation
+// can then take whatever its rounding.
+std::string common_reason(const Binding& b, const AtenCall& call,
+                          bool* inexpressible) {
   const std::string kernel = "infini::ops::" + b.op;
   for (int i : b.must_be_none) {
     if (!call.args[i].isNone()) {
@@ -380,6 +385,7 @@ std::string common_reason(const Binding& b, const AtenCall& call) {
     if ((c.kind == ArgKind::kScalar || c.kind == ArgKind::kOptionalScalar) &&
         !v.isNone()) {
       const c10::Scalar s = v.toScalar();
+      *inexpressible = true;  // unless it converts, below
       if (s.isComplex()) {
         return kernel + " takes '" + arg_name(call, c.aten_index) +
             "' as a double: a complex value is not served";
@@ -396,6 +402,7 @@ std::string common_reason(const Binding& b, const AtenCall& call) {
               std::to_string(s.toLong()) + " exactly";
         }
       }
+      *inexpressible = false;
     }
     if ((c.kind == ArgKind::kDataType || c.kind == ArgKind::kOptionalDataType) &&
         !v.isNone() && !mappable(v.toScalarType())) {
@@ -484,8 +491,12 @@ std::string GenericServer::choose(const Binding& b, const AtenCall& given,
         provider_.backend() + " in this build";
   }
   const int type = static_cast<int>(provider_.device_type());
-  const std::string common = common_reason(b, call);
+  bool inexpressible = false;
+  const std::string common = common_reason(b, call, &inexpressible);
   if (!common.empty()) {
+    if (cannot_take != nullptr) {
+      *cannot_take = inexpressible;
+    }
     return common;
   }
   std::string native_limit;

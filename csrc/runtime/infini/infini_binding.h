@@ -319,9 +319,10 @@ class GenericServer {
   // Empty when `b` runs `call`, with the implementation to use; otherwise
   // why not. `native_allowed` is false where a hand-written entry owns the
   // native implementation's limits (and refused the call). `cannot_take` is
-  // set where the build's only implementation cannot take the call at all,
-  // whatever its values' rounding (an ATen out= kernel that resizes its
-  // output in passing): PyTorch's decomposition may then serve it.
+  // set where the build's implementations cannot take the call at all,
+  // whatever their rounding (InfiniOps' API cannot express an argument, or
+  // the only implementation is an ATen out= kernel that resizes its output
+  // in passing): PyTorch's decomposition may then serve it.
   std::string choose(const Binding& b, const AtenCall& call,
                      bool native_allowed, int* implementation,
                      bool* cannot_take = nullptr) const;

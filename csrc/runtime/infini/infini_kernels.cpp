@@ -436,6 +436,9 @@ class InfiniKernels final : public OpKernels {
     if (reason.empty() || !hand_native) {
       return reason;
     }
+    if (cannot_take != nullptr) {
+      *cannot_take = false;  // the hand-written entry refused for a limit
+    }
     return hand_reason + "; " + reason;
   }
 
