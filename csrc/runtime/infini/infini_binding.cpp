@@ -217,6 +217,21 @@ class DropWarnings final : public c10::WarningHandler {
   void process(const c10::Warning&) override {}
 };
 
+// Runs ATen's CPU kernel of `call.op` on `cpu` (CPU stand-ins for the call's
+// arguments), warnings dropped: the error it raised, if any.
+std::optional<std::string> error_on_cpu(const AtenCall& call,
+                                        torch::jit::Stack* cpu) {
+  try {
+    DropWarnings drop;
+    c10::WarningUtils::WarningHandlerGuard quiet(&drop);
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    call.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), cpu);
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
+
 // Whether ATen's kernel of `call.op` accepts uint8 tensors in place of its
 // bool outputs: most do (comparisons, logical_*, all/any), a few insist on
 // bool (isneginf, isposinf). Tried once per overload, on CPU zeros laid out
@@ -249,15 +264,7 @@ bool takes_uint8_for_bool(const AtenCall& call) {
       return at::zeros(t.sizes(), t.options().device(at::kCPU).dtype(dtype));
     }));
   }
-  bool accepted = true;
-  try {
-    DropWarnings drop;
-    c10::WarningUtils::WarningHandlerGuard quiet(&drop);
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    call.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
-  } catch (const std::exception&) {
-    accepted = false;
-  }
+  const bool accepted = !error_on_cpu(call, &cpu).has_value();
   std::lock_guard<std::mutex> lock(mutex);
   known.emplace(name, accepted);
   return accepted;
@@ -317,15 +324,9 @@ bool resizes_outputs_in_passing(const AtenCall& call) {
                            options);
     }));
   }
-  bool resizes = false;
-  try {
-    DropWarnings drop;
-    c10::WarningUtils::WarningHandlerGuard quiet(&drop);
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    call.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
-  } catch (const std::exception& e) {
-    resizes = std::strstr(e.what(), "not resizable") != nullptr;
-  }
+  const std::optional<std::string> error = error_on_cpu(call, &cpu);
+  const bool resizes =
+      error.has_value() && error->find("not resizable") != std::string::npos;
   std::lock_guard<std::mutex> lock(mutex);
   known.emplace(key.str(), resizes);
   return resizes;
