@@ -111,11 +111,14 @@ def test_an_output_that_is_an_input_and_is_resized_matches_cpu():
             torch.testing.assert_close(infini, cpu)
 
 
-@pytest.mark.parametrize("name,op,shapes", [
-    ("sum_into_its_input", lambda a, b: torch.sum(a, 0, out=a), [(2, 3), (1,)]),
-    ("mm_into_its_input", lambda a, b: torch.mm(a, b, out=a), [(2, 3), (3, 4)]),
+@pytest.mark.parametrize("name,op,shapes,defined", [
+    ("sum_into_its_input", lambda a, b: torch.sum(a, 0, out=a), [(2, 3), (1,)], True),
+    # CPU grows the input's storage (6 -> 8 elements) before its kernel reads
+    # it: its values then depend on memory it has just allocated, and differ
+    # from run to run on CPU alone. Only the call's outcome and shape are CPU's.
+    ("mm_into_its_input", lambda a, b: torch.mm(a, b, out=a), [(2, 3), (3, 4)], False),
 ])
-def test_an_output_that_is_an_input_and_that_the_cpu_resizes_matches_cpu(name, op, shapes):
+def test_an_output_that_is_an_input_and_that_the_cpu_resizes_matches_cpu(name, op, shapes, defined):
     # CPU takes these: it resizes the input it writes while reading it. A
     # queued call would resize it first and read the resized input, so every
     # call of the kind runs directly (the later calls are the ones at stake).
@@ -127,5 +130,7 @@ def test_an_output_that_is_an_input_and_that_the_cpu_resizes_matches_cpu(name, o
             op(a_cpu, b_cpu)
         with pytest.warns(UserWarning, match="resized"):
             op(a, b)
-        torch.testing.assert_close(a.cpu(), a_cpu, msg=f"{name}, call {step}")
+        assert a.shape == a_cpu.shape
+        if defined:
+            torch.testing.assert_close(a.cpu(), a_cpu, msg=f"{name}, call {step}")
 
