@@ -131,11 +131,19 @@ at::Tensor& add_into(const at::Tensor& self_in, const at::Tensor& other_in,
   auto& kernels = runtime::kernels();
   const std::string unsupported = kernels.add_unsupported(args);
   if (!unsupported.empty()) {
-    // The provider cannot run this call: the opt-in CPU fallback may, as
-    // aten::add.out into the output chosen above; otherwise say why not.
+    // The provider's add cannot run this call. Its other kernels may, as
+    // aten::add.out into the output chosen above (the Infini stack's
+    // ATen-backed Add, where the native one would round otherwise than
+    // ATen); else the opt-in CPU fallback may; otherwise say why not.
     static const c10::OperatorHandle add_out_op =
         c10::Dispatcher::singleton().findSchemaOrThrow("aten::add", "out");
     torch::jit::Stack stack{self, other, alpha, out};
+    const runtime::AtenCall call{add_out_op, stack};
+    if (kernels.maps("aten::add.out") &&
+        !kernels.aten_unsupported(call).refused()) {
+      run_family_kernel(add_out_op, &stack);
+      return out;
+    }
     if (!try_cpu_fallback(add_out_op, &stack)) {
       check_supported(kAddOp, unsupported);
     }

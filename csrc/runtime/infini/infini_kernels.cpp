@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/infini/add_alpha.h"
 #include "runtime/infini/infini_aten.h"
 #include "runtime/infini/infini_binding.h"
 #include "runtime/infini/infini_common.h"
@@ -334,7 +335,17 @@ class InfiniKernels final : public OpKernels {
   const std::vector<OpSupport>& support() const override { return support_; }
 
   std::string add_unsupported(const AddArgs& args) const override {
-    return infini::add_unsupported(provider_, args);
+    std::string reason = infini::add_unsupported(provider_, args);
+    // Where the build has the ATen-backed Add, a call the native one would
+    // round otherwise than ATen goes to it (ops/add.cpp passes the call to
+    // the generic binding, whose native limits refuse it the same way).
+    if (reason.empty() && !add_alpha_is_exact(args.alpha, args.out.dtype) &&
+        aten_backed("aten::add.out")) {
+      reason = "infini::ops::Add (native) computes a + alpha * b with two "
+          "roundings where ATen's add rounds once; the ATen-backed Add runs "
+          "it";
+    }
+    return reason;
   }
 
   void add(int device, StreamHandle stream, const AddArgs& args) override {
@@ -398,6 +409,16 @@ class InfiniKernels final : public OpKernels {
   }
 
  private:
+  // Whether the generic binding of `overload` has an ATen-backed
+  // implementation for this backend.
+  bool aten_backed(const std::string& overload) const {
+    const Binding* bound = generic_.find(overload);
+    return bound != nullptr &&
+        has_implementation_index(bound->implementations,
+                                 static_cast<int>(provider_.device_type()),
+                                 kAtenBackedIndex);
+  }
+
   // Whether this build has an InfiniOps implementation, for this backend, of
   // an operator that serves `name` (a hand-written entry's or the generic
   // binding's), whatever its limits.

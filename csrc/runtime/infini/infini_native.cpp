@@ -4,6 +4,8 @@
 // generic server then uses the ATen-backed implementation where the build
 // has one, or refuses.
 //
+// - Add: as Mul, and alpha 1 or -1 for floating types (with another alpha it
+//   rounds alpha * b before adding, where ATen's kernel rounds once).
 // - Mul: one dtype for both inputs and the output (no type promotion);
 //   inputs are passed broadcast as same-rank stride-0 views (it walks each
 //   input with the output's rank); an output without stride-0 dimensions
@@ -17,6 +19,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "runtime/infini/add_alpha.h"
 #include "runtime/infini/infini_binding.h"
 
 namespace torch_infini::runtime::infini {
@@ -66,20 +69,42 @@ std::string output_reason(const std::string& kernel, const Operands& o,
   return {};
 }
 
-std::string mul_limits(const Binding& b, const AtenCall& call) {
+// An elementwise binary kernel's: one dtype, inputs broadcasting to the
+// output, an output overlapping no input in another layout.
+std::string binary_limits(const std::string& kernel, const Binding& b,
+                          const AtenCall& call) {
   const Operands o = operands_of(b, call);
   for (const auto& in : o.inputs) {
     if (in.dtype != o.out.dtype) {
-      return "infini::ops::Mul needs one dtype for both inputs and the "
-             "output (no type promotion), but got " +
-          dtype_name(o.inputs[0].dtype) + " * " +
-          dtype_name(o.inputs.back().dtype) + " -> " + dtype_name(o.out.dtype);
+      return kernel + " needs one dtype for both inputs and the output (no "
+             "type promotion), but got " + dtype_name(o.inputs[0].dtype) +
+          ", " + dtype_name(o.inputs.back().dtype) + " -> " +
+          dtype_name(o.out.dtype);
     }
     if (in.data != nullptr && !broadcasts_to(in, o.out.sizes)) {
-      return "infini::ops::Mul: an input does not broadcast to the output";
+      return kernel + ": an input does not broadcast to the output";
     }
   }
-  return output_reason("infini::ops::Mul", o, /*overlap_ok=*/false);
+  return output_reason(kernel, o, /*overlap_ok=*/false);
+}
+
+std::string mul_limits(const Binding& b, const AtenCall& call) {
+  return binary_limits("infini::ops::Mul", b, call);
+}
+
+std::string add_limits(const Binding& b, const AtenCall& call) {
+  for (const auto& c : b.conversions) {
+    const c10::IValue& v = call.args[c.aten_index];
+    if (c.kind == ArgKind::kScalar && v.isScalar() &&
+        !add_alpha_is_exact(v.toScalar(),
+                            call.args[b.conversions.back().aten_index]
+                                .toTensor()
+                                .scalar_type())) {
+      return "infini::ops::Add (native) computes a + alpha * b with two "
+             "roundings where ATen's add rounds once";
+    }
+  }
+  return binary_limits("infini::ops::Add", b, call);
 }
 
 std::string unary_limits(const std::string& kernel, const Binding& b,
@@ -112,6 +137,7 @@ std::string silu_limits(const Binding& b, const AtenCall& call) {
 
 const NativeLimits* native_limits(const std::string& op) {
   static const std::unordered_map<std::string, NativeLimits> table = {
+      {"Add", {&add_limits, /*broadcast_inputs=*/true}},
       {"Mul", {&mul_limits, /*broadcast_inputs=*/true}},
       {"Relu", {&relu_limits, false}},
       {"Silu", {&silu_limits, false}},
