@@ -32,7 +32,6 @@
 #include <functional>
 #include <mutex>
 #include <optional>
-#include <sstream>
 #include <unordered_map>
 
 #include "runtime/aten_route.h"
@@ -275,35 +274,43 @@ bool takes_uint8_for_bool(const AtenCall& call) {
 // elementwise loss into `out`, then reduce it into `out`. InfiniOps'
 // ATen-backed implementation hands ATen outputs over fixed device memory,
 // which cannot be resized, so such a call fails ("Trying to resize storage
-// that is not resizable"). Tried once per overload, non-tensor arguments and
-// tensor ranks, on CPU zeros laid out as the call's inputs and outputs over
-// fixed memory; a try that fails otherwise (values zeros cannot take) says
-// nothing and is taken as no.
+// that is not resizable"). Tried once per thread, overload, tensor ranks and
+// the arguments that choose a kernel's path (int, bool, str, dtype values:
+// reduction; not Scalar or float values, which vary from call to call), on
+// CPU zeros laid out as the call's inputs and outputs over fixed memory; a
+// try that fails otherwise (values zeros cannot take) says nothing and is
+// taken as no. Every ATen-backed call asks: the key is a few words on the
+// stack and the cache is the thread's own, so no lock and no allocation.
 bool resizes_outputs_in_passing(const AtenCall& call) {
   if (!call.results_into.empty()) {
     return false;
   }
-  std::ostringstream key;
-  key << &call.op.schema();
-  for (const c10::IValue& v : call.args) {
-    if (v.isTensor()) {
-      key << ";t" << (v.toTensor().defined() ? v.toTensor().dim() : -1);
-    } else if (v.isTensorList() || v.isList()) {
-      key << ";l";
-    } else {
-      key << ";" << v;
-    }
-  }
-  static std::mutex mutex;
-  static std::unordered_map<std::string, bool> known;
-  {
-    std::lock_guard<std::mutex> lock(mutex);  // a lookup, no device call
-    const auto it = known.find(key.str());
-    if (it != known.end()) {
-      return it->second;
-    }
-  }
   const auto& schema = call.op.schema().arguments();
+  OperatorKey key;
+  key.words.push_back(reinterpret_cast<intptr_t>(&call.op.schema()));
+  for (size_t i = 0; i < call.args.size(); ++i) {
+    const c10::IValue& v = call.args[i];
+    if (v.isTensor()) {
+      key.words.push_back(v.toTensor().defined() ? v.toTensor().dim() : -1);
+    } else if (v.isInt() || v.isBool() || v.isString() || v.isNone()) {
+      const c10::Type* type = i < schema.size() ? schema[i].type().get() : nullptr;
+      if (type != nullptr && type->kind() == c10::TypeKind::OptionalType) {
+        type = type->castRaw<c10::OptionalType>()->getElementType().get();
+      }
+      if (type != nullptr && type->kind() == c10::TypeKind::NumberType) {
+        key.words.push_back(-5);  // a Scalar's value: not part of the key
+      } else {
+        binding_detail::append_key(key, v);
+      }
+    } else {
+      key.words.push_back(-5);  // lists, doubles, Scalars: their kind only
+    }
+  }
+  thread_local std::unordered_map<OperatorKey, bool, OperatorKeyHash> known;
+  const auto it = known.find(key);
+  if (it != known.end()) {
+    return it->second;
+  }
   std::vector<at::Tensor> fixed;  // the outputs' memory, alive for the try
   torch::jit::Stack cpu;
   for (size_t i = 0; i < call.args.size(); ++i) {
@@ -327,8 +334,10 @@ bool resizes_outputs_in_passing(const AtenCall& call) {
   const std::optional<std::string> error = error_on_cpu(call, &cpu);
   const bool resizes =
       error.has_value() && error->find("not resizable") != std::string::npos;
-  std::lock_guard<std::mutex> lock(mutex);
-  known.emplace(key.str(), resizes);
+  if (known.size() >= 1024) {
+    known.clear();  // bounded, as the operator caches are
+  }
+  known.emplace(std::move(key), resizes);
   return resizes;
 }
 
