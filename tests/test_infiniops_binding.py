@@ -104,20 +104,28 @@ template struct Operator<internal::Softmax, T::kCpu, 8>;
 """
 
 
+def _install(root: Path, headers: dict[str, str], library: str) -> Path:
+    """A stub InfiniOps install under ``root``: ``include/infini/<name>`` for
+    each header, and ``lib/libinfiniops.so`` compiled from ``library``."""
+    if CXX is None:
+        pytest.skip("needs a C++ compiler to make the stub InfiniOps library")
+    (root / "include" / "infini").mkdir(parents=True)
+    for name, text in headers.items():
+        (root / "include" / "infini" / name).write_text(text)
+    (root / "lib").mkdir()
+    source = root / "library.cpp"
+    source.write_text(library)
+    subprocess.run([CXX, "-std=c++17", "-shared", "-fPIC", f"-I{root / 'include'}", "-o",
+                    str(root / "lib" / "libinfiniops.so"), str(source)],
+                   check=True, capture_output=True, timeout=120)
+    return root
+
+
 @pytest.fixture(scope="module")
 def stub_install(tmp_path_factory) -> Path:
     """include/infini/operator_call_instantiations.h and lib/libinfiniops.so."""
-    if CXX is None:
-        pytest.skip("needs a C++ compiler to make the stub InfiniOps library")
-    root = tmp_path_factory.mktemp("stub_infiniops")
-    (root / "include" / "infini").mkdir(parents=True)
-    (root / "include" / "infini" / "operator_call_instantiations.h").write_text(STUB_HEADER)
-    (root / "lib").mkdir()
-    source = root / "stub.cpp"
-    source.write_text(STUB_LIBRARY)
-    subprocess.run([CXX, "-shared", "-fPIC", "-o", str(root / "lib" / "libinfiniops.so"), str(source)],
-                   check=True, capture_output=True, timeout=120)
-    return root
+    return _install(tmp_path_factory.mktemp("stub_infiniops"),
+                    {"operator_call_instantiations.h": STUB_HEADER}, STUB_LIBRARY)
 
 
 @pytest.fixture(scope="module")
@@ -386,23 +394,15 @@ int main() {
 
 @pytest.fixture(scope="module")
 def abstract_install(tmp_path_factory) -> Path:
-    if CXX is None:
-        pytest.skip("needs a C++ compiler to make the stub InfiniOps library")
-    root = tmp_path_factory.mktemp("abstract_infiniops")
-    (root / "include" / "infini").mkdir(parents=True)
-    (root / "include" / "infini" / "ops.h").write_text(ABSTRACT_OPS_HEADER)
-    (root / "include" / "infini" / "operator_call_instantiations.h").write_text("\n".join([
+    instantiations = "\n".join([
         "namespace infini::ops {",
         _make("Sub", "Tensor input", "Tensor other", "double alpha", "Tensor out"),
         _make("Sub", "Tensor input", "Tensor other", "double alpha"),
         _make("Sub", "Tensor input", "Tensor other", "Tensor out"),
-        "}"]))
-    (root / "lib").mkdir()
-    (root / "sub.cpp").write_text(ABSTRACT_OPS_LIBRARY)
-    subprocess.run([CXX, "-std=c++17", "-shared", "-fPIC", f"-I{root / 'include'}", "-o",
-                    str(root / "lib" / "libinfiniops.so"), str(root / "sub.cpp")],
-                   check=True, capture_output=True, timeout=120)
-    return root
+        "}"])
+    return _install(tmp_path_factory.mktemp("abstract_infiniops"),
+                    {"ops.h": ABSTRACT_OPS_HEADER, "operator_call_instantiations.h": instantiations},
+                    ABSTRACT_OPS_LIBRARY)
 
 
 def test_abstract_aten_backed_classes_are_completed(abstract_install, tmp_path):

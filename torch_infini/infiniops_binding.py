@@ -30,6 +30,7 @@ tree is read. ``python tools/infiniops_binding.py`` is its command line.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
@@ -339,19 +340,32 @@ def implementations_from_symbols(data: bytes) -> dict[str, dict[int, list[int]]]
     return {op: {d: sorted(ix) for d, ix in sorted(devs.items())} for op, devs in sorted(found.items())}
 
 
-def demangle(symbol: bytes) -> str | None:
-    """The C++ name of a mangled symbol, by libstdc++'s ``__cxa_demangle``
-    (loaded already wherever PyTorch is); None where it cannot be read."""
+@functools.lru_cache(maxsize=None)
+def _cxa_demangle():
+    """libstdc++'s ``__cxa_demangle`` and libc's ``free``, or None."""
     import ctypes
     import ctypes.util
 
     try:
-        lib = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
-        fn = lib.__cxa_demangle
+        fn = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6").__cxa_demangle
+        free = ctypes.CDLL(None).free
     except (OSError, AttributeError):
         return None
     fn.restype = ctypes.c_void_p
     fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    free.argtypes = [ctypes.c_void_p]
+    return fn, free
+
+
+def demangle(symbol: bytes) -> str | None:
+    """The C++ name of a mangled symbol, by libstdc++'s ``__cxa_demangle``
+    (loaded already wherever PyTorch is); None where it cannot be read."""
+    import ctypes
+
+    found = _cxa_demangle()
+    if found is None:
+        return None
+    fn, free = found
     status = ctypes.c_int(-1)
     raw = fn(symbol, None, None, ctypes.byref(status))
     if status.value != 0 or not raw:
@@ -359,7 +373,7 @@ def demangle(symbol: bytes) -> str | None:
     try:
         return ctypes.string_at(raw).decode()
     finally:
-        ctypes.CDLL(None).free(ctypes.c_void_p(raw))
+        free(raw)
 
 
 def _drop_template_argument(text: str, opening: str) -> str:
