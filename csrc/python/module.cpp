@@ -23,6 +23,7 @@
 #include "python/distributed_bindings.h"
 #include "python/graph_bindings.h"
 #include "python/gil.h"
+#include "runtime/bool_operands.h"
 #include "runtime/aten_ops.h"
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
@@ -148,6 +149,29 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   bind_graphs(m);
 
   m.def("_infini_stack_compiled", &runtime::infini_stack_compiled);
+  // The rule by which the Infini stack passes bool operands to ATen as their
+  // bytes (runtime/bool_operands.h), for its test against CPU.
+  m.def("_bool_operands_table", [] {
+    std::vector<std::tuple<std::string, int, bool>> table;
+    for (const auto& op : runtime::bool_operands_table()) {
+      table.emplace_back(op.name, op.non_promoting, op.counts);
+    }
+    return table;
+  });
+  m.def("_bool_operands_reason",
+        [](const std::string& name, const std::string& overload,
+           const std::vector<std::optional<at::Tensor>>& args) {
+          const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(
+              name.c_str(), overload.c_str());
+          std::vector<c10::IValue> values;
+          for (const auto& a : args) {
+            values.emplace_back(a.has_value() ? c10::IValue(*a) : c10::IValue());
+          }
+          return runtime::bool_operands_reason(op.schema(), values);
+        },
+        "Why the stack cannot pass the call's bool operands as their bytes "
+        "(tensors by argument index, None for the rest, a functional "
+        "overload's results appended); empty where it can.");
   m.def("_is_in_bad_fork", &runtime::in_bad_fork);
   m.def("_provider_info", &provider_info,
         "Provider, backend, selection reason and capabilities.");

@@ -3,10 +3,12 @@
 //
 // What InfiniOps would reject (it aborts the process) is refused here first:
 // - tensors of a dtype InfiniRT has no DataType for (bool, complex), except
-//   bool outputs of an ATen-backed call that reads no bool, where ATen's
-//   kernel takes uint8 for them (tried once per overload): they are passed
-//   as uint8, InfiniOps' own reading of torch.bool (its Python binding's), and
-//   ATen writes a bool result into uint8 as the bytes 0 and 1 a bool has;
+//   that a bool tensor is passed as its bytes (uint8, InfiniOps' own reading
+//   of torch.bool, its Python binding's) to an ATen-backed implementation:
+//   a bool output where ATen's kernel takes uint8 for it (tried once per
+//   overload), as ATen writes a bool result into uint8 as the bytes 0 and 1
+//   a bool has; a bool operand where ATen computes the same on its bytes
+//   (runtime/bool_operands.h: a reviewed table, and a promotion rule);
 // - a CPU scalar operand PyTorch would not read as exactly the output's
 //   dtype (InfiniOps reads device memory only: it gets a device copy);
 // - a Scalar InfiniOps' double would change: beyond 2^53, or an integer
@@ -35,6 +37,7 @@
 #include <unordered_map>
 
 #include "runtime/aten_route.h"
+#include "runtime/bool_operands.h"
 #include "runtime/infini/device_scalars.h"
 #include "runtime/ivalue_tensors.h"
 
@@ -367,15 +370,23 @@ std::string common_reason(const Binding& b, const AtenCall& call,
       }
       return;
     }
-    bool_output = bool_output || t.scalar_type() == c10::ScalarType::Bool;
-    if (!mappable(t.scalar_type()) &&
-        !(c.output && t.scalar_type() == c10::ScalarType::Bool)) {
+    const bool is_bool = t.scalar_type() == c10::ScalarType::Bool;
+    bool_output = bool_output || (is_bool && c.output);
+    if (is_bool && !c.output) {
+      // Read as its bytes where ATen computes the same on them; otherwise
+      // no implementation can take it.
+      const std::string bytes = bool_operands_reason(call.op.schema(), call.args);
+      if (!bytes.empty()) {
+        reason = kernel + " has no bool tensors (InfiniRT has no such "
+            "DataType): a bool operand reaches it as its bytes (uint8), and " +
+            bytes;
+        *inexpressible = true;
+      }
+      return;
+    }
+    if (!mappable(t.scalar_type()) && !is_bool) {
       reason = kernel + " has no " + dtype_name(t.scalar_type()) +
-          " tensors (InfiniRT has no such DataType)" +
-          (t.scalar_type() == c10::ScalarType::Bool
-               ? std::string(": a bool result is served, a bool operand "
-                             "(a mask, a condition) is not")
-               : std::string());
+          " tensors (InfiniRT has no such DataType)";
       return;
     }
     if (t.device().is_cpu() && c.output) {
@@ -509,10 +520,23 @@ std::string GenericServer::choose(const Binding& b, const AtenCall& given,
     }
     return common;
   }
+  // Bool operands are read as their bytes by ATen only (common_reason
+  // checked that it computes the same on them); a native kernel would read
+  // uint8.
+  const bool bool_operands = has_bool_operand(call.op.schema(), call.args);
+  if (bool_operands && !has_implementation_index(b.implementations, type,
+                                                 kAtenBackedIndex)) {
+    if (cannot_take != nullptr) {
+      *cannot_take = true;
+    }
+    return "infini::ops::" + b.op + " takes bool operands (as their bytes) "
+        "only in its ATen-backed implementation, which this build lacks "
+        "(InfiniOps built WITH_TORCH=ON has one)";
+  }
   std::string native_limit;
   std::string aten_limit;
   *implementation = choose_implementation(
-      b.implementations, type, native_allowed,
+      b.implementations, type, native_allowed && !bool_operands,
       [&] {
         native_limit = native_reason(b, call);
         return native_limit.empty();
@@ -594,6 +618,15 @@ void GenericServer::run(const Binding& b, int device, StreamHandle stream,
   // on this thread: the profiler has recorded the call it is the kernel of,
   // and must not record it twice.
   at::DisableRecordFunctionGuard one_call_in_profiles;
+  // A bool operand reaches ATen as uint8, for which `where` warns that a
+  // uint8 condition is deprecated: the program gave a bool one, and CPU
+  // PyTorch says nothing.
+  std::optional<DropWarnings> drop;
+  std::optional<c10::WarningUtils::WarningHandlerGuard> quiet;
+  if (aten_backed && has_bool_operand(call.op.schema(), call.args)) {
+    drop.emplace();
+    quiet.emplace(&*drop);
+  }
   b.launch(launch);
 }
 
