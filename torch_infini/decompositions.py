@@ -163,6 +163,58 @@ def _div(x: torch.Tensor | float, other: torch.Tensor | float) -> torch.Tensor:
     return torch.addcdiv(zero, x, other).to(dtype)
 
 
+#: Operators whose ``Scalar`` overloads ATen computes as their ``Tensor``
+#: twins with the Scalar as a 0-dim tensor (a wrapped number): for an integer
+#: ``self`` and an integer Scalar, one of ``self``'s dtype, which is what the
+#: wrapped number becomes. InfiniOps takes a Scalar as a double, which ATen
+#: reads as a floating one (and refuses, or promotes by), so the stack refuses
+#: these calls (csrc/runtime/infini/infini_binding.cpp) and they run as the
+#: twin, whose 0-dim operand reaches the device exactly. Not ``pow`` or
+#: ``remainder``, whose twins differ in their errors (a negative power, a zero
+#: divisor).
+_SCALAR_TWINS = ("eq", "ne", "lt", "le", "gt", "ge", "add", "mul", "bitwise_and", "bitwise_or", "bitwise_xor",
+                 "masked_fill")
+
+
+def _integer_scalar_as_tensor(op: torch._ops.OpOverload, theirs: Callable[..., Any] | None) -> Callable[..., Any] | None:
+    """``op`` (a ``Scalar`` overload of ``_SCALAR_TWINS``) run as its
+    ``Tensor`` twin for an integer ``self`` and integer Scalars that its dtype
+    represents; otherwise as ``theirs`` (PyTorch's decomposition). None
+    where ``op`` has no twin of the same arguments."""
+    name = op._schema.overload_name
+    packet = getattr(torch.ops.aten, op._schema.name.split("::")[1])
+    twin_name = name.replace("Scalar", "Tensor")
+    if twin_name not in packet.overloads():
+        return None
+    twin = getattr(packet, twin_name)
+    ours, twins = op._schema.arguments, twin._schema.arguments
+    if len(ours) != len(twins) or any(a.name != b.name for a, b in zip(ours, twins)):
+        return None
+    as_tensor = [i for i, (a, b) in enumerate(zip(ours, twins))
+                 if a.type.kind() == "NumberType" and b.type.kind() == "TensorType"]
+    if not as_tensor or any(str(a.type) != str(b.type) for i, (a, b) in enumerate(zip(ours, twins))
+                            if i not in as_tensor):
+        return None
+
+    def run(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        values = list(args)
+        integer = not (self.dtype.is_floating_point or self.dtype.is_complex or self.dtype == torch.bool)
+        scalars = [values[i - 1] for i in as_tensor if i - 1 < len(values)]
+        if integer and len(scalars) == len(as_tensor) and all(
+                type(v) is int and -(2**63) <= v < 2**63 for v in scalars):
+            for i in as_tensor:
+                # Cast as ATen casts the wrapped number (wrapping, as C++ does).
+                values[i - 1] = torch.tensor(values[i - 1], dtype=torch.int64).to(self.dtype)
+            return twin(self, *values, **kwargs)
+        if theirs is None:
+            raise NotImplementedError(
+                f"{_overload_name(op)}: served here for an integer tensor and an int64 Scalar only (as "
+                f"{_overload_name(twin)}); use the host runtime (TORCH_INFINI_PROVIDER=host)")
+        return theirs(self, *args, **kwargs)
+
+    return run
+
+
 def _in_place(name: str) -> Callable[..., Any] | None:
     """In-place overload ``name`` (``"aten::index_put_"``) as its functional
     overload followed by a copy into ``self``: like an ``out=`` argument,
@@ -254,6 +306,14 @@ def decomposition_table() -> dict[str, Callable[..., Any]]:
                 if isinstance(op, torch._ops.OpOverload) and op.namespace == "aten" and _writes_only_outs(op)
             }
             _table.update(_OWN)
+            for base in _SCALAR_TWINS:
+                packet = getattr(torch.ops.aten, base)
+                for overload in packet.overloads():
+                    if overload.startswith("Scalar"):
+                        op = getattr(packet, overload)
+                        fn = _integer_scalar_as_tensor(op, _table.get(_overload_name(op)))
+                        if fn is not None:
+                            _table[_overload_name(op)] = fn
         return _table
 
 

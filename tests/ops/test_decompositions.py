@@ -24,11 +24,11 @@ def _decompose(overload: torch._ops.OpOverload, *args, **kwargs):
     return _C._decompose_for_test(schema.name, schema.overload_name, *args, **kwargs)
 
 
-def _run(name: str, *args):
+def _run(name: str, *args, **kwargs):
     """The runner itself, as the kernel calls it with a Python number (which
     the test hook cannot pass): its result, or the refusal it raises."""
     try:
-        return decompositions.run(name, args, {})
+        return decompositions.run(name, args, kwargs)
     except NotImplementedError as refusal:
         return str(refusal)
 
@@ -338,3 +338,51 @@ def test_as_the_kernel_runs_it_a_result_in_less_precision_than_cpus_is_refused()
     else:
         _skip_if_unserved(got)
         pytest.fail(f"ran where CPU's statistics are float32: {[t.dtype for t in got]}")
+
+
+_SCALAR_TWIN_CASES = [
+    ("aten::eq.Scalar", torch.arange(-4, 4), 2),
+    ("aten::ne.Scalar", torch.arange(6, dtype=torch.int32), 3),
+    ("aten::lt.Scalar", torch.arange(6, dtype=torch.uint8), 4),
+    ("aten::le.Scalar", torch.arange(-3, 3, dtype=torch.int16), -1),
+    ("aten::gt.Scalar", torch.arange(6, dtype=torch.int8), 2),
+    ("aten::ge.Scalar", torch.tensor([0, 2**40, -(2**40), 2**62]), 2**40),
+    # CPU casts a Scalar its dtype does not hold as C++ does (wrapping).
+    ("aten::eq.Scalar", torch.arange(3, dtype=torch.int32), 2**32 + 1),
+    ("aten::lt.Scalar", torch.arange(250, 256, dtype=torch.uint8), -3),
+    ("aten::add.Scalar", torch.arange(5, dtype=torch.int32), 7),
+    ("aten::mul.Scalar", torch.arange(-3, 3), -9),
+    ("aten::bitwise_and.Scalar", torch.arange(16), 5),
+    ("aten::bitwise_or.Scalar", torch.arange(8, dtype=torch.uint8), 130),
+    ("aten::bitwise_xor.Scalar", torch.arange(8, dtype=torch.int16), -2),
+    ("aten::masked_fill.Scalar", torch.arange(6), None),
+    # Not an integer tensor and Scalar: PyTorch's decomposition, as before.
+    ("aten::eq.Scalar", torch.tensor([0.5, 1.0, 2.0]), 1),
+    ("aten::add.Scalar", torch.tensor([0.5, 1.0]), 0.25),
+]
+
+
+@pytest.mark.parametrize("name,x,scalar", _SCALAR_TWIN_CASES,
+                         ids=[f"{c[0].split('::')[1]}-{c[1].dtype}-{c[2]}" for c in _SCALAR_TWIN_CASES])
+def test_an_integer_scalar_runs_as_a_tensor_twin_matching_cpu(name, x, scalar):
+    """InfiniOps takes a Scalar as a double: the stack refuses integer
+    Scalars for integer tensors, and they run as the Tensor twin with the
+    Scalar as a 0-dim tensor of the tensor's dtype, exactly as CPU computes."""
+    packet, overload = name.split("::")[1].split(".")
+    op = getattr(getattr(aten, packet), overload)
+    args = (x, x % 2 == 0, 7) if packet == "masked_fill" else (x, scalar)
+    expected = op(*args)
+    got = _run(name, *(_on_device(a) for a in args))
+    _skip_if_unserved(got)
+    assert not isinstance(got, str), f"refused: {got}"
+    assert got.device.type == "infini" and (got.dtype, got.shape) == (expected.dtype, expected.shape)
+    assert torch.equal(got.cpu(), expected)
+
+
+def test_an_out_scalar_overload_runs_as_its_tensor_twin():
+    x = torch.arange(-5, 5)
+    out = torch.empty(10, dtype=torch.bool, device=DEV)
+    got = _run("aten::ge.Scalar_out", x.to(DEV), 3, out=out)
+    _skip_if_unserved(got)
+    assert got.data_ptr() == out.data_ptr()
+    assert torch.equal(out.cpu(), x >= 3)
