@@ -196,16 +196,24 @@ def _integer_scalar_as_tensor(op: torch._ops.OpOverload, theirs: Callable[..., A
                             if i not in as_tensor):
         return None
 
+    comparison = packet.__name__.split(".")[-1] in ("eq", "ne", "lt", "le", "gt", "ge")
+
     def run(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         values = list(args)
         integer = not (self.dtype.is_floating_point or self.dtype.is_complex or self.dtype == torch.bool)
         scalars = [values[i - 1] for i in as_tensor if i - 1 < len(values)]
-        if integer and len(scalars) == len(as_tensor) and all(
-                type(v) is int and -(2**63) <= v < 2**63 for v in scalars):
-            for i in as_tensor:
-                # Cast as ATen casts the wrapped number (wrapping, as C++ does).
-                values[i - 1] = torch.tensor(values[i - 1], dtype=torch.int64).to(self.dtype)
-            return twin(self, *values, **kwargs)
+        if len(scalars) == len(as_tensor) and all(type(v) in (int, bool) and -(2**63) <= v < 2**63 for v in scalars):
+            if integer:
+                for i in as_tensor:
+                    # Cast as ATen casts the wrapped number (wrapping, as C++ does).
+                    values[i - 1] = torch.tensor(int(values[i - 1]), dtype=torch.int64).to(self.dtype)
+                return twin(self, *values, **kwargs)
+            if self.dtype == torch.bool and comparison:
+                # A bool's 0 or 1 against the number, in float64: equal to 0
+                # or 1 exactly, ordered as the integer is (any() is sum != False).
+                for i in as_tensor:
+                    values[i - 1] = torch.tensor(float(values[i - 1]), dtype=torch.float64, device=self.device)
+                return twin(self, *values, **kwargs)
         if theirs is None:
             raise NotImplementedError(
                 f"{_overload_name(op)}: served here for an integer tensor and an int64 Scalar only (as "

@@ -356,6 +356,12 @@ _SCALAR_TWIN_CASES = [
     ("aten::bitwise_or.Scalar", torch.arange(8, dtype=torch.uint8), 130),
     ("aten::bitwise_xor.Scalar", torch.arange(8, dtype=torch.int16), -2),
     ("aten::masked_fill.Scalar", torch.arange(6), None),
+    # any() is sum(x).ne(False); a bool tensor compares as 0 and 1.
+    ("aten::ne.Scalar", torch.arange(-2, 3), False),
+    ("aten::ne.Scalar", torch.tensor([True, False, True]), False),
+    ("aten::eq.Scalar", torch.tensor([True, False, True]), True),
+    ("aten::lt.Scalar", torch.tensor([True, False]), 2**40),
+    ("aten::ge.Scalar", torch.tensor([True, False]), -1),
     # Not an integer tensor and Scalar: PyTorch's decomposition, as before.
     ("aten::eq.Scalar", torch.tensor([0.5, 1.0, 2.0]), 1),
     ("aten::add.Scalar", torch.tensor([0.5, 1.0]), 0.25),
