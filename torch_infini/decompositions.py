@@ -101,6 +101,59 @@ def _roll(x: torch.Tensor, shifts: list[int], dims: list[int] = ()) -> torch.Ten
     return out.clone() if out is x else out
 
 
+def _nonzero(x: torch.Tensor) -> torch.Tensor:
+    """``nonzero``, which PyTorch does not decompose (its result's shape
+    depends on the values). The count is read back to the host, the
+    synchronization CPU's and CUDA's ``nonzero`` make too. Each nonzero
+    element's rank among them (a cumulative sum) is where ``scatter`` writes
+    its coordinates, each dimension's index grid in turn; the other elements
+    all go to a spare slot 0, which is dropped. Indices and counts only:
+    exact."""
+    flat = (x != 0).reshape(-1)
+    n = int(flat.sum())
+    if n == 0 or x.dim() == 0:  # no coordinates; strides as CPU's
+        return torch.empty_strided((n, x.dim()), (1, n), dtype=torch.long, device=x.device)
+    slot = torch.where(flat, flat.cumsum(0), torch.zeros((), dtype=torch.long, device=x.device))
+    columns = []
+    for d, size in enumerate(x.shape):
+        shape = [1] * x.dim()
+        shape[d] = size
+        grid = torch.arange(size, device=x.device).view(shape).expand(x.shape).reshape(-1)
+        columns.append(torch.zeros(n + 1, dtype=torch.long, device=x.device).scatter_(0, slot, grid)[1:])
+    return torch.stack(columns).t()  # column-major, as CPU's nonzero lays it out
+
+
+def _index(x: torch.Tensor, indices: list) -> torch.Tensor:
+    """``index.Tensor`` with a mask among its indices (``x[mask]``), whose
+    result's shape no meta function can lay out before it runs, and which
+    PyTorch does not decompose. As ATen's kernel expands it, each bool (or
+    deprecated uint8) mask becomes the long indices of its true elements
+    (:func:`_nonzero`), one per dimension it covers; a mask of another shape
+    than the dimensions it covers raises CPU's error."""
+    expanded: list = []
+    dim = 0
+    for index in indices:
+        if index is not None and index.dtype in (torch.bool, torch.uint8):
+            for j in range(index.dim()):
+                if dim + j >= x.dim() or index.shape[j] != x.shape[dim + j]:
+                    raise IndexError(
+                        f"The shape of the mask {list(index.shape)} at index {j} does not match the shape of the "
+                        f"indexed tensor {list(x.shape)} at index {dim + j}")
+            expanded.extend(_nonzero(index).unbind(1))
+            dim += index.dim()
+        else:
+            expanded.append(index)
+            dim += 1
+    return torch.ops.aten.index.Tensor(x, expanded)
+
+
+def _masked_select(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``masked_select``: ``x[mask]``, both broadcast to one shape, as CPU's
+    kernel computes it."""
+    shape = torch.broadcast_shapes(x.shape, mask.shape)
+    return _index(x.expand(shape), [mask.expand(shape)])
+
+
 def _index_put(x: torch.Tensor, indices: list, values: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
     """``index_put`` (``x[indices] = values`` out of place): PyTorch's
     decomposition runs ``index_put_`` on a copy, which comes back here. The
@@ -284,6 +337,12 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::flip.out": _with_out(_flip),
     "aten::roll": _roll,
     "aten::roll.out": _with_out(_roll),
+    "aten::nonzero": _nonzero,
+    "aten::nonzero.out": _with_out(_nonzero),
+    "aten::index.Tensor": _index,
+    "aten::index.Tensor_out": _with_out(_index),
+    "aten::masked_select": _masked_select,
+    "aten::masked_select.out": _with_out(_masked_select),
     "aten::index_put": _index_put,
     "aten::index_put.out": _with_out(_index_put),
     "aten::_index_put_impl": _index_put_impl,
@@ -294,6 +353,14 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::div.Tensor": _div,
     "aten::div.out": _with_out(_div),
 }
+
+
+#: PyTorch's decompositions whose results in bfloat16 or float16 are not
+#: CPU's: CPU's kernel rounds its intermediate values (grid_sampler's
+#: coordinates) to the input's dtype where the decomposition does not, so
+#: nearest sampling picks other pixels (up to 0.18 apart on OpInfo's sample;
+#: float32 agrees). Refused for those dtypes rather than differ from CPU.
+_NOT_CPUS_IN_REDUCED_PRECISION = frozenset({"aten::grid_sampler_2d", "aten::grid_sampler_3d"})
 
 
 def decomposition_table() -> dict[str, Callable[..., Any]]:
@@ -348,6 +415,11 @@ def run(name: str, args: tuple, kwargs: dict) -> Any:
         fn = _in_place_table[name]
         if fn is None:
             return NotImplemented
+    if name in _NOT_CPUS_IN_REDUCED_PRECISION and any(
+            t.dtype in (torch.bfloat16, torch.float16) for t in _tensors((args, tuple(kwargs.values())))):
+        raise NotImplementedError(
+            f"{name}: PyTorch's decomposition of it does not round as CPU's kernel does in bfloat16 and float16; "
+            "compute it in float32, or use the host runtime (TORCH_INFINI_PROVIDER=host)")
     result = fn(*args, **kwargs)
     given = {t.device for t in _tensors((args, tuple(kwargs.values())))}
     made = {t.device for t in _tensors(result)}

@@ -67,6 +67,13 @@ CASES = {
     "hardswish_backward": (aten.hardswish_backward.default, (torch.randn(7), torch.randn(7) * 4), {}),
     "adaptive_avg_pool2d": (aten._adaptive_avg_pool2d.default, (X, [2, 2]), {}),
     "linspace": (aten.linspace.default, (-1.0, 2.0, 7), {"device": "DEV"}),
+    "nonzero": (aten.nonzero.default, (torch.randn(4, 5, 3) > 0,), {}),
+    "nonzero_integers": (aten.nonzero.default, (torch.randint(0, 3, (7,)),), {}),
+    "nonzero_of_zeros": (aten.nonzero.default, (torch.zeros(3, 4),), {}),
+    "nonzero_0dim": (aten.nonzero.default, (torch.tensor(2.0),), {}),
+    "index_by_mask": (aten.index.Tensor, (X, [None, X[0, :, :, 0] > 0]), {}),
+    "index_by_masks_and_indices": (aten.index.Tensor, (X, [torch.tensor([1]), X[0, :, 0, 0] > 0]), {}),
+    "masked_select": (aten.masked_select.default, (torch.randn(3, 4), torch.randn(4) > 0), {}),
 }
 
 
@@ -392,3 +399,37 @@ def test_an_out_scalar_overload_runs_as_its_tensor_twin():
     _skip_if_unserved(got)
     assert got.data_ptr() == out.data_ptr()
     assert torch.equal(out.cpu(), x >= 3)
+
+
+@pytest.mark.parametrize("x", [torch.randn(4, 5) > 0, torch.zeros(3, 4), torch.tensor(2.0), torch.tensor(0)],
+                         ids=["mask", "none", "0dim", "0dim_zero"])
+def test_nonzero_is_laid_out_as_cpus(x):
+    """PyTorch has no meta function to lay nonzero out: ours gives CPU's
+    column-major strides itself."""
+    expected = torch.nonzero(x)
+    got = _decompose(aten.nonzero.default, x.to(DEV))
+    _skip_if_unserved(got)
+    assert (got.shape, got.stride()) == (expected.shape, expected.stride())
+    assert torch.equal(got.cpu(), expected)
+
+
+def test_index_by_a_mask_of_another_shape_raises_cpus_error():
+    x, mask = torch.randn(3, 4), torch.tensor([True, False])
+    with pytest.raises(IndexError) as cpu:
+        x[mask]
+    with pytest.raises(IndexError) as infini:
+        _skip_if_unserved(_decompose(aten.index.Tensor, x.to(DEV), [mask.to(DEV)]))
+    assert str(infini.value) == str(cpu.value)
+
+
+def test_grid_sampler_decomposes_in_float32_and_is_refused_in_bfloat16():
+    """CPU's bfloat16 grid sampler rounds its coordinates in bfloat16, which
+    PyTorch's decomposition does not: refused there rather than differ."""
+    x, grid = torch.randn(1, 2, 5, 5), torch.rand(1, 4, 4, 2) * 2.2 - 1.1
+    args = (0, 0, False)  # bilinear, zeros padding, align_corners
+    expected = aten.grid_sampler_2d.default(x, grid, *args)
+    got = _run("aten::grid_sampler_2d", x.to(DEV), grid.to(DEV), *args)
+    _skip_if_unserved(got)
+    torch.testing.assert_close(got.cpu(), expected)
+    refused = _run("aten::grid_sampler_2d", x.bfloat16().to(DEV), grid.bfloat16().to(DEV), *args)
+    assert isinstance(refused, str) and "bfloat16" in refused

@@ -439,13 +439,22 @@ void queue_call_laid_out_by_meta(const Plan& plan,
       std::rethrow_exception(meta_error);
     }
     // CPU accepts the call, its meta function does not (PyTorch has none
-    // for geqrf, linalg_lstsq, ...): its outputs cannot be laid out before
-    // it runs, so it is refused (or runs through the opt-in CPU fallback).
+    // for geqrf, linalg_lstsq, ...; x[mask]'s result's shape depends on the
+    // mask's values): its outputs cannot be laid out before it runs, so it
+    // runs as its decomposition where one serves it, else it is refused (or
+    // runs through the opt-in CPU fallback).
+    std::string refusal;
+    if (decompose(plan, op, stack, &refusal)) {
+      return;
+    }
     cpu_fallback_or_refuse(
         op, stack,
         "PyTorch has no meta function that lays out its outputs before it "
         "runs, which the InfiniOps provider needs (the host runtime, "
-        "TORCH_INFINI_PROVIDER=host, runs it)");
+        "TORCH_INFINI_PROVIDER=host, runs it)" +
+            (refusal.empty() ? std::string()
+                             : ", and its decomposition calls an operator "
+                               "that is not served (" + refusal + ")"));
     return;
   }
   if (reads_only_empty_tensors(plan, args)) {
