@@ -276,6 +276,104 @@ def _integer_scalar_as_tensor(op: torch._ops.OpOverload, theirs: Callable[..., A
     return run
 
 
+def _bitwise_not(x: torch.Tensor) -> torch.Tensor:
+    """``bitwise_not`` of a bool tensor (the stack cannot pass a bool operand
+    to InfiniOps' kernel, whose ~ of a byte would not be a bool): its
+    ``logical_not``. Other dtypes reach InfiniOps' kernel and never come here."""
+    if x.dtype != torch.bool:
+        raise NotImplementedError(f"aten::bitwise_not: decomposed here for bool tensors only, not {x.dtype}")
+    return torch.logical_not(x)
+
+
+#: Floating dtypes as the signed integers of their width (their sign bit).
+_BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16,
+         torch.bfloat16: torch.int16}
+
+
+def _signbit(x: torch.Tensor) -> torch.Tensor:
+    """``signbit``, whose bool result ATen writes as bool only (the stack
+    has no bool DataType to pass it): a floating tensor's bits read as a
+    signed integer are negative exactly where the sign bit is set (-0.0 and
+    a negative NaN included); an integer is negative; a bool never."""
+    if x.dtype in _BITS:
+        return x.view(_BITS[x.dtype]) < 0
+    if x.dtype == torch.bool:
+        return torch.zeros_like(x)
+    return x < 0
+
+
+def _is_inf(sign: float) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``isposinf`` / ``isneginf`` (bool results ATen writes as bool only):
+    equality with the infinity; an integer or bool tensor holds none."""
+    def run(x: torch.Tensor) -> torch.Tensor:
+        if x.dtype.is_floating_point:
+            return x == sign * float("inf")
+        return torch.zeros(x.shape, dtype=torch.bool, device=x.device)
+    return run
+
+
+def _polygamma(n: int, x: torch.Tensor) -> torch.Tensor:
+    """``polygamma``, which InfiniOps lacks, as CPU's kernel computes it:
+    ``digamma`` for n = 0, and for n >= 2 ``(-1)^(n+1) n! zeta(n+1, x)``
+    (bit-equal to CPU's). Not n = 1, which
+    CPU computes by its own trigamma series: the zeta form differs for
+    negative x."""
+    if n == 0:
+        return torch.digamma(x)
+    if n < 2:
+        raise NotImplementedError(
+            f"aten::polygamma: n = {n} is CPU's trigamma, which InfiniOps lacks; use the host runtime "
+            "(TORCH_INFINI_PROVIDER=host)")
+    if not x.dtype.is_floating_point:
+        x = x.to(torch.get_default_dtype())
+    if x.dtype in (torch.bfloat16, torch.float16):
+        raise NotImplementedError(
+            f"aten::polygamma: CPU's kernel computes the zeta series in {x.dtype}, rounding each step, which "
+            "special_zeta (float32 and float64 only) does not; compute it in float32, or use the host runtime "
+            "(TORCH_INFINI_PROVIDER=host)")
+    factor = _kernel_factorial(n, double=x.dtype == torch.float64)
+    return torch.special.zeta(torch.full_like(x, n + 1.0), x) * ((1.0 if n % 2 else -1.0) * factor)
+
+
+def _kernel_factorial(n: int, double: bool) -> float:
+    """n! as CPU's polygamma kernel computes it, ``std::exp(std::lgamma(n +
+    1))``: the C library's functions, in double for float64 and in float
+    for float32, a host constant. Not
+    Python's ``math.lgamma`` (its own implementation) nor ATen's vectorized
+    one, which differ in the last bits."""
+    global _libm
+    if _libm is None:
+        import ctypes
+        import ctypes.util
+
+        libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+        for name, c_type in (("lgamma", ctypes.c_double), ("exp", ctypes.c_double),
+                             ("lgammaf", ctypes.c_float), ("expf", ctypes.c_float)):
+            getattr(libm, name).restype = c_type
+            getattr(libm, name).argtypes = [c_type]
+        _libm = libm
+    if double:
+        return _libm.exp(_libm.lgamma(n + 1.0))
+    return _libm.expf(_libm.lgammaf(n + 1.0))  # float32
+
+
+_libm: Any = None
+
+
+def _median_of_all(nan_skipping: bool) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``median()`` / ``nanmedian()`` of every element: the flattened
+    tensor's median along its one dimension (the lower median, NaN as CPU
+    treats it); an empty floating tensor's is NaN, as CPU's."""
+    def run(x: torch.Tensor) -> torch.Tensor:
+        if x.numel() == 0:
+            if not x.dtype.is_floating_point:
+                raise NotImplementedError("aten::median of an empty integer tensor (CPU returns an unset value)")
+            return torch.full((), float("nan"), dtype=x.dtype, device=x.device)
+        flat = x.reshape(-1)
+        return (torch.nanmedian(flat, 0) if nan_skipping else torch.median(flat, 0))[0]
+    return run
+
+
 def _in_place(name: str) -> Callable[..., Any] | None:
     """In-place overload ``name`` (``"aten::index_put_"``) as its functional
     overload followed by a copy into ``self``: like an ``out=`` argument,
@@ -343,6 +441,18 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::index.Tensor_out": _with_out(_index),
     "aten::masked_select": _masked_select,
     "aten::masked_select.out": _with_out(_masked_select),
+    "aten::bitwise_not": _bitwise_not,
+    "aten::bitwise_not.out": _with_out(_bitwise_not),
+    "aten::signbit": _signbit,
+    "aten::signbit.out": _with_out(_signbit),
+    "aten::isposinf": _is_inf(1.0),
+    "aten::isposinf.out": _with_out(_is_inf(1.0)),
+    "aten::isneginf": _is_inf(-1.0),
+    "aten::isneginf.out": _with_out(_is_inf(-1.0)),
+    "aten::polygamma": _polygamma,
+    "aten::polygamma.out": _with_out(_polygamma),
+    "aten::median": _median_of_all(False),
+    "aten::nanmedian": _median_of_all(True),
     "aten::index_put": _index_put,
     "aten::index_put.out": _with_out(_index_put),
     "aten::_index_put_impl": _index_put_impl,

@@ -433,3 +433,58 @@ def test_grid_sampler_decomposes_in_float32_and_is_refused_in_bfloat16():
     torch.testing.assert_close(got.cpu(), expected)
     refused = _run("aten::grid_sampler_2d", x.bfloat16().to(DEV), grid.bfloat16().to(DEV), *args)
     assert isinstance(refused, str) and "bfloat16" in refused
+
+
+_BOOL_RESULTS = torch.tensor([0.0, -0.0, float("nan"), -float("nan"), float("inf"), -float("inf"), -1.5, 2.0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64,
+                                   torch.bool])
+@pytest.mark.parametrize("name", ["signbit", "isposinf", "isneginf"])
+def test_bool_only_results_decompose_bit_for_bit(name, dtype):
+    """ATen writes these results as bool only, which InfiniOps cannot hold:
+    ours compute them from the sign bit (read as a signed integer) and
+    equality with infinity."""
+    x = _BOOL_RESULTS.to(dtype) if dtype.is_floating_point else torch.tensor([-3, 0, 5]).to(dtype)
+    expected = getattr(torch, name)(x)
+    got = _run(f"aten::{name}", x.to(DEV))
+    _skip_if_unserved(got)
+    assert got.dtype == torch.bool and torch.equal(got.cpu(), expected)
+
+
+def test_bitwise_not_of_bools_is_their_logical_not():
+    x = torch.tensor([True, False, True])
+    got = _run("aten::bitwise_not", x.to(DEV))
+    _skip_if_unserved(got)
+    assert torch.equal(got.cpu(), ~x)
+    assert "bool tensors only" in _run("aten::bitwise_not", torch.arange(3).to(DEV))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n", [0, 2, 3, 5, 9])
+def test_polygamma_is_cpus_bit_for_bit(n, dtype):
+    """digamma for n = 0; the zeta form with n! as CPU's kernel computes it
+    (exp(lgamma(n + 1)) from the C library) for n >= 2."""
+    x = torch.linspace(-5, 5, 301, dtype=dtype)
+    expected = torch.polygamma(n, x)
+    got = _run("aten::polygamma", n, x.to(DEV))
+    _skip_if_unserved(got)
+    got = got.cpu()
+    assert torch.equal(got.isnan(), expected.isnan())
+    assert torch.equal(got[~got.isnan()], expected[~expected.isnan()])
+
+
+@pytest.mark.parametrize("n,dtype", [(1, torch.float32), (2, torch.bfloat16)], ids=["trigamma", "bfloat16"])
+def test_polygamma_refuses_what_it_would_compute_otherwise(n, dtype):
+    assert "aten::polygamma" in _run("aten::polygamma", n, torch.rand(4, dtype=dtype).to(DEV))
+
+
+@pytest.mark.parametrize("x", [torch.randn(4, 5), torch.tensor([3.0, float("nan"), 1.0]), torch.randint(0, 9, (7,)),
+                               torch.tensor([])], ids=["floats", "nan", "integers", "empty"])
+@pytest.mark.parametrize("name", ["median", "nanmedian"])
+def test_median_of_all_elements_matches_cpu(name, x):
+    expected = getattr(torch, name)(x)
+    got = _run(f"aten::{name}", x.to(DEV))
+    _skip_if_unserved(got)
+    assert (got.dtype, got.shape) == (expected.dtype, expected.shape)
+    assert torch.equal(got.cpu(), expected) or (got.isnan().item() and expected.isnan().item())

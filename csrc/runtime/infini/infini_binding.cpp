@@ -347,8 +347,10 @@ bool resizes_outputs_in_passing(const AtenCall& call) {
 // What every implementation needs; empty when the call converts.
 // `inexpressible` is set where the reason is that InfiniOps' API cannot
 // express an argument (a Scalar it takes as a double: an integer one for
-// integer tensors, a complex one, one beyond 2^53), which no implementation
-// can then take whatever its rounding.
+// integer tensors, a complex one, one beyond 2^53; a bool operand ATen
+// would compute otherwise on its bytes; a result ATen writes as bool only),
+// which no implementation can then take whatever its rounding: PyTorch's
+// decomposition may serve the call.
 std::string common_reason(const Binding& b, const AtenCall& call,
                           bool* inexpressible) {
   const std::string kernel = "infini::ops::" + b.op;
@@ -397,6 +399,7 @@ std::string common_reason(const Binding& b, const AtenCall& call,
     return reason;
   }
   if (bool_output && !takes_uint8_for_bool(call)) {
+    *inexpressible = true;  // no implementation can write it
     return kernel + " has no bool tensors (InfiniRT has no such DataType), "
         "and ATen's " + c10::toString(call.op.operator_name()) +
         " writes its result as bool only";
