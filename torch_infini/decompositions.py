@@ -27,6 +27,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from . import _decomp_convolution
+
 _lock = threading.Lock()
 _table: dict[str, Callable[..., Any]] | None = None
 # In-place overloads as their functional ones (see _in_place), by name;
@@ -453,6 +455,9 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::polygamma.out": _with_out(_polygamma),
     "aten::median": _median_of_all(False),
     "aten::nanmedian": _median_of_all(True),
+    "aten::convolution": _decomp_convolution.convolution,
+    "aten::convolution.out": _with_out(_decomp_convolution.convolution),
+    "aten::convolution_backward": _decomp_convolution.convolution_backward,
     "aten::index_put": _index_put,
     "aten::index_put.out": _with_out(_index_put),
     "aten::_index_put_impl": _index_put_impl,

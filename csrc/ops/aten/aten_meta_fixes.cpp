@@ -125,6 +125,29 @@ void unpool_2d(const Call& c) {
   out->strides = c10::get_channels_last_strides_2d(out->sizes);
 }
 
+// CPU's convolutions write channels-last output where the input or the
+// weight is channels-last (oneDNN's and the slow kernels' choice alike);
+// the meta function writes it contiguous.
+void convolution(const Call& c) {
+  const at::Tensor* input = c.tensor("input");
+  const at::Tensor* weight = c.tensor("weight");
+  Layout* out = c.result(0);
+  if (input == nullptr || weight == nullptr || out == nullptr) {
+    return;
+  }
+  const auto channels_last = out->sizes.size() == 4
+      ? c10::MemoryFormat::ChannelsLast
+      : c10::MemoryFormat::ChannelsLast3d;
+  if (out->sizes.size() < 4 ||
+      (input->suggest_memory_format() != channels_last &&
+       weight->suggest_memory_format() != channels_last)) {
+    return;
+  }
+  out->strides = out->sizes.size() == 4
+      ? c10::get_channels_last_strides_2d(out->sizes)
+      : c10::get_channels_last_strides_3d(out->sizes);
+}
+
 using Rule = void (*)(const Call&);
 
 const std::unordered_map<std::string, Rule>& rules() {
@@ -140,6 +163,7 @@ const std::unordered_map<std::string, Rule>& rules() {
       {"aten::_linalg_svd", &svd},
       {"aten::linalg_eig", &eig},
       {"aten::max_unpool2d", &unpool_2d},
+      {"aten::convolution", &convolution},
   };
   return table;
 }
