@@ -81,12 +81,7 @@ CASES = {
     "convolution_channels_last_weight_transposed": (
         lambda x, w: aten.convolution(x, w, None, [2, 2], [0, 0], [1, 1], True, [1, 1], 1),
         (torch.randn(2, 4, 5, 5), torch.randn(4, 3, 3, 3).contiguous(memory_format=torch.channels_last))),
-    "convolution_3d_channels_last": (
-        lambda x, w: aten.convolution(x, w, None, [1] * 3, [0] * 3, [1] * 3, False, [0] * 3, 1),
-        (torch.randn(1, 2, 3, 4, 4).contiguous(memory_format=torch.channels_last_3d), torch.randn(2, 2, 2, 2, 2))),
 }
-# Cases the Infini stack refuses (their layout rule is checked on the host runtime).
-_HOST_ONLY = {"convolution_3d_channels_last": "3-D convolutions are refused on the Infini stack"}
 
 
 def _flat(result):
@@ -108,8 +103,6 @@ def _run_laid_out_by_meta(call, args):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_outputs_are_laid_out_as_cpu_lays_them_out(case):
-    if case in _HOST_ONLY and not on_host():
-        pytest.skip(_HOST_ONLY[case])
     call, args = CASES[case]
     want = _flat(call(*[a.clone() for a in args]))
     got = _run_laid_out_by_meta(call, args)

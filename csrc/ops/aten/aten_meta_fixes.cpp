@@ -125,27 +125,21 @@ void unpool_2d(const Call& c) {
   out->strides = c10::get_channels_last_strides_2d(out->sizes);
 }
 
-// CPU's convolutions write channels-last output where the input or the
-// weight is channels-last (oneDNN's and the slow kernels' choice alike);
-// the meta function writes it contiguous.
+// CPU's 2-D convolutions write channels-last output where the input or the
+// weight is channels-last (oneDNN's and the slow kernels' choice alike); the
+// meta function writes it contiguous. (CPU's 3-D ones choose by the kernel
+// they run, which depends on sizes: left as meta has them.)
 void convolution(const Call& c) {
   const at::Tensor* input = c.tensor("input");
   const at::Tensor* weight = c.tensor("weight");
   Layout* out = c.result(0);
-  if (input == nullptr || weight == nullptr || out == nullptr) {
+  if (input == nullptr || weight == nullptr || out == nullptr ||
+      out->sizes.size() != 4 ||
+      (input->suggest_memory_format() != c10::MemoryFormat::ChannelsLast &&
+       weight->suggest_memory_format() != c10::MemoryFormat::ChannelsLast)) {
     return;
   }
-  const auto channels_last = out->sizes.size() == 4
-      ? c10::MemoryFormat::ChannelsLast
-      : c10::MemoryFormat::ChannelsLast3d;
-  if (out->sizes.size() < 4 ||
-      (input->suggest_memory_format() != channels_last &&
-       weight->suggest_memory_format() != channels_last)) {
-    return;
-  }
-  out->strides = out->sizes.size() == 4
-      ? c10::get_channels_last_strides_2d(out->sizes)
-      : c10::get_channels_last_strides_3d(out->sizes);
+  out->strides = c10::get_channels_last_strides_2d(out->sizes);
 }
 
 using Rule = void (*)(const Call&);
