@@ -156,6 +156,28 @@ def _masked_select(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return _index(x.expand(shape), [mask.expand(shape)])
 
 
+def _masked_scatter(x: torch.Tensor, mask: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    """``masked_scatter``, which PyTorch does not decompose: the k-th true
+    element of the mask (broadcast to ``x``, in row-major order) takes
+    ``source``'s k-th element. A cumulative sum of the mask numbers the true
+    elements from 1; ``gather`` picks them from ``source`` behind one spare
+    element (so no subtraction), and ``where`` keeps ``x`` elsewhere."""
+    mask = mask.expand(x.shape)
+    rank = mask.reshape(-1).cumsum(0)
+    if x.numel() and int(rank[-1]) > source.numel():
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    flat = source.reshape(-1)
+    index = torch.where(mask.reshape(-1), rank, torch.zeros((), dtype=rank.dtype, device=rank.device))
+    values = torch.cat([flat[:1], flat]).gather(0, index)
+    return torch.where(mask, values.view(x.shape), x)
+
+
+def _equal(x: torch.Tensor, other: torch.Tensor) -> bool:
+    """``equal`` (a bool to the host, as CPU's): the same shape and every
+    element equal, as ``eq`` compares them (NaN unequal)."""
+    return x.shape == other.shape and bool(torch.eq(x, other).all())
+
+
 def _index_put(x: torch.Tensor, indices: list, values: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
     """``index_put`` (``x[indices] = values`` out of place): PyTorch's
     decomposition runs ``index_put_`` on a copy, which comes back here. The
@@ -413,8 +435,10 @@ def _in_place(name: str) -> Callable[..., Any] | None:
                                       f"for self of {self.dtype}{list(self.shape)}")
         # A result over an argument's memory (set's) is not what the in-place
         # overload does, which makes self share that memory.
+        # (An empty result has no memory to share: its address is null, as
+        # an empty argument's is.)
         given = {t.untyped_storage().data_ptr() for t in _tensors((self, args, tuple(kwargs.values())))}
-        if result.untyped_storage().data_ptr() in given:
+        if result.numel() and result.untyped_storage().data_ptr() in given:
             raise NotImplementedError(f"{name}: its functional overload returns a view of an argument")
         return self.copy_(result)
 
@@ -458,6 +482,9 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::convolution": _decomp_convolution.convolution,
     "aten::convolution.out": _with_out(_decomp_convolution.convolution),
     "aten::convolution_backward": _decomp_convolution.convolution_backward,
+    "aten::masked_scatter": _masked_scatter,
+    "aten::masked_scatter.out": _with_out(_masked_scatter),
+    "aten::equal": _equal,
     "aten::index_put": _index_put,
     "aten::index_put.out": _with_out(_index_put),
     "aten::_index_put_impl": _index_put_impl,

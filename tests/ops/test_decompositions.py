@@ -74,6 +74,8 @@ CASES = {
     "index_by_mask": (aten.index.Tensor, (X, [None, X[0, :, :, 0] > 0]), {}),
     "index_by_masks_and_indices": (aten.index.Tensor, (X, [torch.tensor([1]), X[0, :, 0, 0] > 0]), {}),
     "masked_select": (aten.masked_select.default, (torch.randn(3, 4), torch.randn(4) > 0), {}),
+    "masked_scatter": (aten.masked_scatter.default, (torch.randn(3, 4), torch.randn(4) > 0, torch.randn(13)), {}),
+    "masked_scatter_empty": (aten.masked_scatter.default, (torch.randn(0, 4), torch.randn(4) > 0, torch.randn(2)), {}),
 }
 
 
@@ -488,3 +490,32 @@ def test_median_of_all_elements_matches_cpu(name, x):
     _skip_if_unserved(got)
     assert (got.dtype, got.shape) == (expected.dtype, expected.shape)
     assert torch.equal(got.cpu(), expected) or (got.isnan().item() and expected.isnan().item())
+
+
+def test_masked_scatter_raises_cpus_error_for_too_small_a_source():
+    with pytest.raises(RuntimeError) as cpu:
+        torch.zeros(5).masked_scatter(torch.ones(5, dtype=torch.bool), torch.ones(3))
+    with pytest.raises(RuntimeError) as infini:
+        _skip_if_unserved(_run("aten::masked_scatter", torch.zeros(5, device=DEV),
+                               torch.ones(5, dtype=torch.bool, device=DEV), torch.ones(3, device=DEV)))
+    assert str(infini.value) == str(cpu.value)
+
+
+@pytest.mark.parametrize("x,other", [(torch.zeros(2, 3), torch.zeros(3, 2)), (torch.tensor([1.0, float("nan")]),) * 2,
+                                     (torch.tensor([1.0, 2.0]), torch.tensor([1, 2])), (torch.zeros(0), torch.zeros(0))],
+                         ids=["shapes", "nan", "dtypes", "empty"])
+def test_equal_matches_cpu(x, other):
+    got = _run("aten::equal", x.to(DEV), other.to(DEV))
+    _skip_if_unserved(got)
+    assert got is torch.equal(x, other)
+
+
+def test_an_in_place_index_put_into_an_empty_tensor():
+    """An empty result has a null address, as an empty self has: it is not a
+    view of it."""
+    x = torch.zeros(0, 3)
+    index, values = [torch.tensor([], dtype=torch.long)], torch.zeros(0, 3)
+    got = _decompose(aten.index_put_.default, x.to(DEV), [i.to(DEV) for i in index], values.to(DEV))
+    _skip_if_unserved(got)
+    assert not isinstance(got, str), got
+    assert got.shape == x.clone().index_put_(index, values).shape
