@@ -519,3 +519,23 @@ def test_an_in_place_index_put_into_an_empty_tensor():
     _skip_if_unserved(got)
     assert not isinstance(got, str), got
     assert got.shape == x.clone().index_put_(index, values).shape
+
+
+def test_a_refused_decomposition_is_remembered_for_its_own_arguments_only():
+    """The kernel remembers a refusal so as not to try again; polygamma's
+    n = 1 is refused, n = 2 of the same dtype is not (nor is a 2-D
+    convolution after a 3-D one)."""
+    x = torch.rand(5) + 0.5
+    assert "trigamma" in _decompose_as_kernel(aten.polygamma.default, 1, x.to(DEV))
+    got = _decompose_as_kernel(aten.polygamma.default, 2, x.to(DEV))
+    _skip_if_unserved(got)
+    assert torch.equal(got.cpu(), torch.polygamma(2, x))
+    three_d = _decompose_as_kernel(aten.convolution.default, torch.randn(1, 1, 2, 2, 2, device=DEV),
+                                   torch.randn(1, 1, 1, 1, 1, device=DEV), None, [1] * 3, [0] * 3, [1] * 3, False,
+                                   [0] * 3, 1)
+    assert "3-D convolutions" in three_d
+    x, w = torch.randn(1, 1, 3, 3), torch.randn(1, 1, 2, 2)
+    args = (None, [1] * 2, [0] * 2, [1] * 2, False, [0] * 2, 1)
+    got = _decompose_as_kernel(aten.convolution.default, x.to(DEV), w.to(DEV), *args)
+    _skip_if_unserved(got)
+    torch.testing.assert_close(got.cpu(), aten.convolution.default(x, w, *args))

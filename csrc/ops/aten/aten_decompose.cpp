@@ -28,16 +28,33 @@ std::vector<const c10::FunctionSchema*>& in_progress() {
   return schemas;
 }
 
-// Overloads whose decomposition met a refused operator, by overload and the
-// dtypes of its tensor arguments, with that refusal: not tried again (a
-// failed try costs a Python call, and leaves its inner calls in profiles).
+// Overloads whose decomposition met a refused operator, with that refusal:
+// not tried again (a failed try costs a Python call, and leaves its inner
+// calls in profiles). By overload, its tensors' dtypes, ranks and devices,
+// and the int, bool and string arguments (a decomposition may refuse a
+// 3-D convolution and serve a 2-D one, or polygamma's n = 1 and not n = 2);
+// not by floating values, which vary from call to call.
 class RefusedDecompositions {
  public:
   static std::string key(const c10::OperatorHandle& op,
                          c10::ArrayRef<c10::IValue> args) {
     std::string key = c10::toString(op.operator_name());
+    for (const c10::IValue& v : args) {
+      if (v.isInt() || v.isBool()) {
+        key += std::to_string(v.isInt() ? v.toInt() : v.toBool()) + ";";
+      } else if (v.isString()) {
+        key += v.toStringRef() + ";";
+      } else if (v.isIntList()) {
+        for (const int64_t i : v.toIntList()) {
+          key += std::to_string(i) + ":";
+        }
+        key += ";";
+      }
+    }
     for_each_tensor(args, [&](const at::Tensor& t, size_t) {
-      key += t.defined() ? c10::toString(t.scalar_type()) : "-";
+      key += t.defined() ? c10::toString(t.scalar_type()) +
+              std::to_string(t.dim())
+                         : "-";
       key += t.defined() && t.device().is_cpu() ? "c," : ",";
     });
     return key;
@@ -53,6 +70,9 @@ class RefusedDecompositions {
   }
   void add(std::string key, std::string refusal) {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (refused_.size() >= 4096) {
+      refused_.clear();  // bounded: a refused call of ever new sizes
+    }
     refused_.emplace(std::move(key), std::move(refusal));
   }
 
