@@ -156,6 +156,76 @@ def _masked_select(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return _index(x.expand(shape), [mask.expand(shape)])
 
 
+def _runs(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For a 1-D tensor, where each run of equal elements starts (a mask,
+    NaNs each their own run, as ``!=`` has them) and each element's run,
+    numbered from 0 (a cumulative sum that leaves the first start out)."""
+    starts = values[1:] != values[:-1]
+    first = torch.ones(min(values.numel(), 1), dtype=torch.bool, device=values.device)
+    numbers = torch.cat([torch.zeros_like(first), starts]).cumsum(0)
+    return torch.cat([first, starts]), numbers
+
+
+def _unique_of_runs(x: torch.Tensor, values: torch.Tensor, order: torch.Tensor | None, return_inverse: bool,
+                    return_counts: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``_unique2``'s and ``unique_consecutive``'s three results from the
+    flattened ``values`` (sorted by ``order`` for ``_unique2``): each run's
+    first element; each element's run number, put back in place through
+    ``order`` (``scatter``); each run's length (``scatter_add`` of ones).
+    Unrequested results are empty, as CPU's."""
+    starts, numbers = _runs(values)
+    unique = _index(values, [starts])
+    empty = torch.empty(0, dtype=torch.long, device=x.device)
+    inverse = counts = empty
+    if return_inverse:
+        inverse = numbers if order is None else torch.empty_like(numbers).scatter_(0, order, numbers)
+        inverse = inverse.view(x.shape)
+    if return_counts:
+        counts = torch.zeros(unique.numel(), dtype=torch.long, device=x.device).scatter_add_(
+            0, numbers, torch.ones_like(numbers))
+    return unique, inverse, counts
+
+
+def _unique2(x: torch.Tensor, sorted: bool = True, return_inverse: bool = False,
+             return_counts: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``_unique2`` (``torch.unique`` without ``dim``), which PyTorch does
+    not decompose: CPU sorts whatever ``sorted`` says, so this sorts
+    (stably) and keeps each run's first element."""
+    values, order = torch.sort(x.reshape(-1), stable=True)
+    return _unique_of_runs(x, values, order, return_inverse, return_counts)
+
+
+def _unique_consecutive(x: torch.Tensor, return_inverse: bool = False, return_counts: bool = False,
+                        dim: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``unique_consecutive`` of the flattened tensor (``dim=None``)."""
+    if dim is not None:
+        raise NotImplementedError("aten::unique_consecutive: decomposed here for dim=None only; use the host "
+                                  "runtime (TORCH_INFINI_PROVIDER=host)")
+    return _unique_of_runs(x, x.reshape(-1), None, return_inverse, return_counts)
+
+
+def _put(x: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
+    """``put`` (``put_`` runs as it, then writes ``self``): ``index_put`` into
+    the flattened tensor, which wraps negative indices as ``put`` does; an
+    index out of range raises CPU's error first (its range read back to the
+    host)."""
+    n = x.numel()
+    flat = index.reshape(-1)
+    if flat.numel():
+        for bound in (int(flat.min()), int(flat.max())):
+            if not -n <= bound < n:
+                raise IndexError(f"out of range: tried to access index {bound} on a tensor of {n} elements.")
+    return torch.index_put(x.reshape(-1), (flat,), source.reshape(-1), accumulate).view(x.shape)
+
+
+def _pow_of_a_number(base: Any, exponent: torch.Tensor) -> torch.Tensor:
+    """``pow.Scalar`` (a number to a tensor's powers), which InfiniOps lacks:
+    ATen computes it as ``pow.Tensor_Tensor`` of the number as a 0-dim
+    tensor of the result's dtype (its wrapped number, cast as the kernel
+    casts it)."""
+    return torch.pow(torch.tensor(base, dtype=torch.result_type(base, exponent)), exponent)
+
+
 def _masked_scatter(x: torch.Tensor, mask: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
     """``masked_scatter``, which PyTorch does not decompose: the k-th true
     element of the mask (broadcast to ``x``, in row-major order) takes
@@ -482,6 +552,12 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::convolution": _decomp_convolution.convolution,
     "aten::convolution.out": _with_out(_decomp_convolution.convolution),
     "aten::convolution_backward": _decomp_convolution.convolution_backward,
+    "aten::_unique2": _unique2,
+    "aten::unique_consecutive": _unique_consecutive,
+    "aten::put": _put,
+    "aten::put.out": _with_out(_put),
+    "aten::pow.Scalar": _pow_of_a_number,
+    "aten::pow.Scalar_out": _with_out(_pow_of_a_number),
     "aten::masked_scatter": _masked_scatter,
     "aten::masked_scatter.out": _with_out(_masked_scatter),
     "aten::equal": _equal,

@@ -76,6 +76,13 @@ CASES = {
     "masked_select": (aten.masked_select.default, (torch.randn(3, 4), torch.randn(4) > 0), {}),
     "masked_scatter": (aten.masked_scatter.default, (torch.randn(3, 4), torch.randn(4) > 0, torch.randn(13)), {}),
     "masked_scatter_empty": (aten.masked_scatter.default, (torch.randn(0, 4), torch.randn(4) > 0, torch.randn(2)), {}),
+    "unique": (aten._unique2.default, (torch.tensor([3, 1, 2, 1, 7, 5, 5, 0]), True, True, True), {}),
+    "unique_floats_unsorted": (aten._unique2.default, (torch.randint(0, 4, (3, 5)).float(), False, True, True), {}),
+    "unique_values_only": (aten._unique2.default, (torch.randint(0, 4, (9,)),), {}),
+    "unique_consecutive": (aten.unique_consecutive.default, (torch.tensor([[3, 3], [1, 1], [2, 3]]), True, True), {}),
+    "put": (aten.put.default, (torch.randn(2, 3), torch.tensor([0, -1, 4]), torch.randn(3)), {}),
+    "put_accumulate": (aten.put.default, (torch.randn(2, 3), torch.tensor([[1, 1], [5, -6]]), torch.randn(2, 2), True),
+                       {}),
 }
 
 
@@ -539,3 +546,31 @@ def test_a_refused_decomposition_is_remembered_for_its_own_arguments_only():
     got = _decompose_as_kernel(aten.convolution.default, x.to(DEV), w.to(DEV), *args)
     _skip_if_unserved(got)
     torch.testing.assert_close(got.cpu(), aten.convolution.default(x, w, *args))
+
+
+@pytest.mark.parametrize("base,exponent", [(2, torch.arange(5)), (2.5, torch.randn(6)),
+                                           (10.0, torch.rand(3, dtype=torch.float64))],
+                         ids=["integers", "float32", "float64"])
+def test_a_number_to_a_tensors_powers_matches_cpu(base, exponent):
+    expected = torch.pow(base, exponent)
+    got = _run("aten::pow.Scalar", base, exponent.to(DEV))
+    _skip_if_unserved(got)
+    assert got.dtype == expected.dtype and torch.equal(got.cpu(), expected)
+
+
+def test_unique_counts_each_nan_apart_as_cpu():
+    x = torch.tensor([3.0, float("nan"), 1.0, float("nan")])
+    expected = torch._unique2(x, True, True, True)
+    got = _decompose(aten._unique2.default, x.to(DEV), True, True, True)
+    _skip_if_unserved(got)
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g.cpu(), e, equal_nan=True)
+
+
+def test_put_raises_cpus_error_for_an_index_out_of_range():
+    with pytest.raises(IndexError) as cpu:
+        torch.zeros(2, 3).put(torch.tensor([6]), torch.ones(1))
+    with pytest.raises(IndexError) as infini:
+        _skip_if_unserved(_decompose(aten.put.default, torch.zeros(2, 3, device=DEV), torch.tensor([6], device=DEV),
+                                     torch.ones(1, device=DEV)))
+    assert str(infini.value) == str(cpu.value)
