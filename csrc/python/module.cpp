@@ -160,18 +160,29 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("_bool_operands_reason",
         [](const std::string& name, const std::string& overload,
-           const std::vector<std::optional<at::Tensor>>& args) {
+           const py::list& args) {
           const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(
               name.c_str(), overload.c_str());
           std::vector<c10::IValue> values;
-          for (const auto& a : args) {
-            values.emplace_back(a.has_value() ? c10::IValue(*a) : c10::IValue());
+          for (const py::handle a : args) {
+            if (py::isinstance<py::list>(a)) {  // Tensor?[] (index's indices)
+              c10::List<std::optional<at::Tensor>> list;
+              for (const py::handle e : a) {
+                list.push_back(e.is_none() ? std::nullopt
+                                           : std::optional<at::Tensor>(e.cast<at::Tensor>()));
+              }
+              values.emplace_back(list);
+            } else {
+              values.emplace_back(a.is_none() ? c10::IValue()
+                                              : c10::IValue(a.cast<at::Tensor>()));
+            }
           }
           return runtime::bool_operands_reason(op.schema(), values);
         },
         "Why the stack cannot pass the call's bool operands as their bytes "
-        "(tensors by argument index, None for the rest, a functional "
-        "overload's results appended); empty where it can.");
+        "(by argument index: a tensor, a list of tensors or None, else "
+        "None; a functional overload's results appended); empty where it "
+        "can.");
   m.def("_is_in_bad_fork", &runtime::in_bad_fork);
   m.def("_provider_info", &provider_info,
         "Provider, backend, selection reason and capabilities.");

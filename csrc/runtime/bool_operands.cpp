@@ -28,6 +28,12 @@ void each_input(const c10::FunctionSchema& schema,
       for (const at::Tensor& t : args[i].toTensorList()) {
         f(t, i);
       }
+    } else if (args[i].isList()) {  // Tensor?[]: index's indices
+      for (const c10::IValue& e : args[i].toListRef()) {
+        if (e.isTensor()) {
+          f(e.toTensor(), i);
+        }
+      }
     }
   }
 }

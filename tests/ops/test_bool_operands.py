@@ -157,6 +157,14 @@ def test_operators_outside_the_table_are_refused(overload, args, bytes_differ):
     assert bytes_differ()
 
 
+def test_a_mask_among_indices_is_a_bool_operand():
+    """x[mask]: index's indices are a Tensor?[] list, whose bool tensors are
+    operands too (ATen would take a uint8 one for a deprecated mask, and its
+    result's shape is the mask's count)."""
+    x = torch.randn(5)
+    assert "computes on bool operands otherwise" in _reason(aten.index.Tensor_out, x, [x > 0], torch.empty(0))
+
+
 def test_calls_without_bool_operands_are_not_its_concern():
     assert _reason(aten.bitwise_not.out, IDX, torch.empty(5, dtype=torch.int64)) == ""
     # A bool output alone is not an operand.
