@@ -33,6 +33,20 @@ def test_embedding_backward_accumulates_repeated_ids():
     assert torch.equal(w_dev.grad.cpu(), w_cpu.grad)
 
 
+def test_masks_alike_but_for_their_values_each_index_their_own():
+    """x[mask] = v in turn with masks of one shape and other values (Rprop's
+    step): each writes where its own mask says, as on CPU. The Infini stack
+    lays calls out by their metadata; a mask's count is its values'."""
+    def step(x):
+        x = x.clone()
+        x[x.gt(0)] = 1.2
+        x[x.lt(0)] = 0.5
+        x[x.eq(0)] = 1.0
+        return x, x[x > 1], torch.masked_select(x, x < 1)
+    matches_cpu(step, torch.zeros(5))
+    matches_cpu(step, torch.tensor([0.0, -1.0, 2.0, 0.0, -3.0]))
+
+
 @pytest.mark.parametrize("dtype", FLOATS + [torch.int64, torch.bool], ids=FLOAT_IDS + ["int64", "bool"])
 def test_cat(dtype):
     a, b = sample((2, 3), dtype), sample((4, 3), dtype)

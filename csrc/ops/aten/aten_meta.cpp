@@ -5,6 +5,7 @@
 #include <ATen/record_function.h>
 #include <ATen/ops/empty_strided.h>
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 
@@ -30,6 +31,23 @@ class MetaArgs {
         list.push_back(meta_of(t));
       }
       return list;
+    }
+    if (value.isList()) {
+      // Tensor?[] (index's indices): meta too. A device mask left real would
+      // let the meta function compute the result's shape from its values
+      // (nonzero runs on the device), which the layouts cached by metadata
+      // would then give a call with other values.
+      const auto elements = value.toListRef();
+      if (std::any_of(elements.begin(), elements.end(),
+                      [](const c10::IValue& e) { return e.isTensor(); })) {
+        c10::List<std::optional<at::Tensor>> list;
+        for (const c10::IValue& e : elements) {
+          list.push_back(e.isTensor()
+                             ? std::optional<at::Tensor>(meta_of(e.toTensor()))
+                             : std::nullopt);
+        }
+        return list;
+      }
     }
     if (value.isDevice() && value.toDevice().type() == kInfini) {
       return c10::Device(at::kMeta);  // a factory's device
