@@ -204,6 +204,32 @@ def _unique_consecutive(x: torch.Tensor, return_inverse: bool = False, return_co
     return _unique_of_runs(x, x.reshape(-1), None, return_inverse, return_counts)
 
 
+def _embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, num_weights: int,
+                              padding_idx: int, scale_grad_by_freq: bool) -> torch.Tensor:
+    """``embedding_dense_backward`` as CPU's kernel computes it: each
+    index's gradient row added into its weight row in order, in the
+    gradient's dtype (PyTorch's decomposition adds bfloat16 and float16 in
+    float32, a few bfloat16 ulps from CPU's sums), the padding index's rows
+    left out. Scaling by frequency runs as PyTorch's decomposition in
+    float32 and float64, and is refused in reduced precision."""
+    if scale_grad_by_freq:
+        if grad_output.dtype in (torch.bfloat16, torch.float16):
+            raise NotImplementedError(
+                "aten::embedding_dense_backward: scale_grad_by_freq in bfloat16 and float16 is not computed as "
+                "CPU's kernel does on the Infini stack; use the host runtime (TORCH_INFINI_PROVIDER=host)")
+        from torch._decomp import decomposition_table as theirs
+
+        return theirs[torch.ops.aten.embedding_dense_backward.default](
+            grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
+    rows = grad_output.reshape(indices.numel(), -1)
+    flat = indices.reshape(-1)
+    if padding_idx >= 0:
+        rows = rows.masked_fill((flat == padding_idx).unsqueeze(1), 0)
+    weight = torch.zeros((num_weights, rows.shape[1]), dtype=grad_output.dtype, device=grad_output.device)
+    return torch.index_put(weight, (flat,), rows, accumulate=True).view(
+        (num_weights,) + grad_output.shape[indices.dim():])
+
+
 def _put(x: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
     """``put`` (``put_`` runs as it, then writes ``self``): ``index_put`` into
     the flattened tensor, which wraps negative indices as ``put`` does; an
@@ -554,6 +580,7 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::convolution_backward": _decomp_convolution.convolution_backward,
     "aten::_unique2": _unique2,
     "aten::unique_consecutive": _unique_consecutive,
+    "aten::embedding_dense_backward": _embedding_dense_backward,
     "aten::put": _put,
     "aten::put.out": _with_out(_put),
     "aten::pow.Scalar": _pow_of_a_number,

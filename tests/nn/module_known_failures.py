@@ -23,7 +23,21 @@ _RNN_BF16 = ("on the Infini stack PyTorch runs RNNs as for any accelerator (the 
 #: path than CPU's kernels, each correct but rounding otherwise in bfloat16.
 #: Not strict: a build that refuses them (without torch) skips them, and
 #: another build may round them as CPU does.
+_ATTENTION = ("InfiniOps has no fused attention: on the Infini stack scaled_dot_product_attention runs "
+              "PyTorch's math backend (matmuls, softmax), which rounds otherwise than CPU's flash "
+              "attention kernel; input gradients differ by {}")
+_ATTENTION_FLOAT32 = _ATTENTION.format("1.1e-5 at 0.044 (the stack's float32 tolerance is rtol 1e-5, atol 1e-5; "
+                                       "PyTorch's own ModuleInfo allows 1e-4 where its kernels differ)")
+_ATTENTION_BF16 = _ATTENTION.format("up to 0.07 at 2.0 (4 bfloat16 ulps; CPU's flash kernel accumulates in float32)")
 STACK_KNOWN_FAILURES: dict[str, str] = {
+    "nn.TransformerEncoderLayer-float32-train": _ATTENTION_FLOAT32,
+    "nn.TransformerEncoderLayer-float32-eval": _ATTENTION_FLOAT32,
+    "nn.TransformerEncoderLayer-bfloat16-train": _ATTENTION_BF16,
+    "nn.TransformerEncoderLayer-bfloat16-eval": _ATTENTION_BF16,
+    "nn.TransformerEncoder-bfloat16-train": _ATTENTION_BF16,
+    "nn.TransformerEncoder-bfloat16-eval": _ATTENTION_BF16,
+    "nn.TransformerDecoderLayer-bfloat16-train": _ATTENTION_BF16,
+    "nn.Transformer-bfloat16-train": _ATTENTION_BF16,
     "nn.LayerNorm-bfloat16-train": (
         "InfiniOps has no layer norm: PyTorch's decomposition of native_layer_norm and its "
         "backward computes the weight's gradient 1 bfloat16 ulp (0.016) from CPU's fused kernel"),

@@ -574,3 +574,16 @@ def test_put_raises_cpus_error_for_an_index_out_of_range():
         _skip_if_unserved(_decompose(aten.put.default, torch.zeros(2, 3, device=DEV), torch.tensor([6], device=DEV),
                                      torch.ones(1, device=DEV)))
     assert str(infini.value) == str(cpu.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bfloat16", "float32"])
+@pytest.mark.parametrize("padding_idx", [-1, 2], ids=["no_padding", "padding"])
+def test_embedding_backward_adds_in_order_in_its_dtype_as_cpu(padding_idx, dtype):
+    """CPU adds each index's gradient row in the gradient's dtype, in order
+    (PyTorch's decomposition adds bfloat16 in float32): bit-equal."""
+    torch.manual_seed(0)
+    grad, indices = (torch.randn(5, 10, 3) * 10).to(dtype), torch.randint(0, 4, (5, 10))
+    expected = aten.embedding_dense_backward.default(grad, indices, 6, padding_idx, False)
+    got = _decompose(aten.embedding_dense_backward.default, grad.to(DEV), indices.to(DEV), 6, padding_idx, False)
+    _skip_if_unserved(got)
+    assert got.dtype == expected.dtype and torch.equal(got.cpu(), expected)
