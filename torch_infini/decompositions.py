@@ -21,6 +21,7 @@ is not used. On the host runtime every overload has a kernel, so none runs.
 
 from __future__ import annotations
 
+import math
 import threading
 import warnings
 from typing import Any, Callable, Iterator
@@ -434,25 +435,46 @@ def _is_inf(sign: float) -> Callable[[torch.Tensor], torch.Tensor]:
 
 def _polygamma(n: int, x: torch.Tensor) -> torch.Tensor:
     """``polygamma``, which InfiniOps lacks, as CPU's kernel computes it:
-    ``digamma`` for n = 0, and for n >= 2 ``(-1)^(n+1) n! zeta(n+1, x)``
-    (bit-equal to CPU's). Not n = 1, which
-    CPU computes by its own trigamma series: the zeta form differs for
-    negative x."""
+    ``digamma`` for n = 0, CPU's trigamma series for n = 1, and for n >= 2
+    ``(-1)^(n+1) n! zeta(n+1, x)`` (bit-equal to CPU's)."""
     if n == 0:
         return torch.digamma(x)
-    if n < 2:
-        raise NotImplementedError(
-            f"aten::polygamma: n = {n} is CPU's trigamma, which InfiniOps lacks; use the host runtime "
-            "(TORCH_INFINI_PROVIDER=host)")
     if not x.dtype.is_floating_point:
         x = x.to(torch.get_default_dtype())
     if x.dtype in (torch.bfloat16, torch.float16):
         raise NotImplementedError(
-            f"aten::polygamma: CPU's kernel computes the zeta series in {x.dtype}, rounding each step, which "
-            "special_zeta (float32 and float64 only) does not; compute it in float32, or use the host runtime "
+            f"aten::polygamma: CPU's kernel computes its series in {x.dtype}, rounding each step, which this "
+            "decomposition (float32 and float64) does not; compute it in float32, or use the host runtime "
             "(TORCH_INFINI_PROVIDER=host)")
+    if n == 1:
+        return _trigamma(x)
     factor = _kernel_factorial(n, double=x.dtype == torch.float64)
     return torch.special.zeta(torch.full_like(x, n + 1.0), x) * ((1.0 if n % 2 else -1.0) * factor)
+
+
+def _trigamma(x: torch.Tensor) -> torch.Tensor:
+    """CPU's ``trigamma`` (ATen's Math.h), step for step in x's dtype: six
+    terms of the recurrence, then the asymptotic series; below 0.5 the
+    reflection through ``sin(pi x)``. Bit-equal to CPU's for x >= 0.5; below,
+    ATen's vectorized ``sin`` differs from the C library's ``sinf`` that
+    CPU's kernel calls, by up to 4e-7 relative in float32 (5e-16 in
+    float64)."""
+    dtype = x.dtype
+
+    def const(value: float) -> torch.Tensor:  # a C literal of x's type
+        return torch.tensor(value, dtype=dtype)
+
+    reflect = x < 0.5
+    sin_pi_x = torch.sin(x * const(math.pi))
+    head = torch.where(reflect, -((const(math.pi) * const(math.pi)) / (sin_pi_x * sin_pi_x)), 0.0)
+    x = torch.where(reflect, 1 - x, x)
+    result = head
+    for _ in range(6):
+        result = result + 1 / (x * x)
+        x = x + 1
+    ixx = 1 / (x * x)
+    result = result + (1 + 1 / (2 * x) + ixx * (const(1 / 6) - ixx * (const(1 / 30) - ixx * const(1 / 42)))) / x
+    return torch.where(reflect, -result, result)
 
 
 def _kernel_factorial(n: int, double: bool) -> float:

@@ -483,9 +483,22 @@ def test_polygamma_is_cpus_bit_for_bit(n, dtype):
     assert torch.equal(got[~got.isnan()], expected[~expected.isnan()])
 
 
-@pytest.mark.parametrize("n,dtype", [(1, torch.float32), (2, torch.bfloat16)], ids=["trigamma", "bfloat16"])
-def test_polygamma_refuses_what_it_would_compute_otherwise(n, dtype):
-    assert "aten::polygamma" in _run("aten::polygamma", n, torch.rand(4, dtype=dtype).to(DEV))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_trigamma_is_cpus_series(dtype):
+    """n = 1 is CPU's own trigamma series, step for step: bit-equal from 0.5
+    up; below, through the reflection, within a few ulps (ATen's sin is not
+    the C library's, which CPU's kernel calls)."""
+    x = torch.cat([torch.linspace(0.5, 60, 500, dtype=dtype), torch.linspace(-5, 0.49, 500, dtype=dtype)])
+    expected = torch.polygamma(1, x)
+    got = _run("aten::polygamma", 1, x.to(DEV))
+    _skip_if_unserved(got)
+    got = got.cpu()
+    assert torch.equal(got[:500], expected[:500])
+    torch.testing.assert_close(got, expected, equal_nan=True)
+
+
+def test_polygamma_refuses_reduced_precision():
+    assert "aten::polygamma" in _run("aten::polygamma", 2, torch.rand(4, dtype=torch.bfloat16).to(DEV))
 
 
 @pytest.mark.parametrize("x", [torch.randn(4, 5), torch.tensor([3.0, float("nan"), 1.0]), torch.randint(0, 9, (7,)),
@@ -529,14 +542,14 @@ def test_an_in_place_index_put_into_an_empty_tensor():
 
 
 def test_a_refused_decomposition_is_remembered_for_its_own_arguments_only():
-    """The kernel remembers a refusal so as not to try again; polygamma's
-    n = 1 is refused, n = 2 of the same dtype is not (nor is a 2-D
-    convolution after a 3-D one)."""
-    x = torch.rand(5) + 0.5
-    assert "trigamma" in _decompose_as_kernel(aten.polygamma.default, 1, x.to(DEV))
-    got = _decompose_as_kernel(aten.polygamma.default, 2, x.to(DEV))
+    """The kernel remembers a refusal so as not to try again, by the call's
+    int arguments and ranks too: unique_consecutive over a dim is refused,
+    over the flattened tensor not; a 3-D convolution is, a 2-D one not."""
+    x = torch.tensor([1, 1, 2, 2, 1])
+    assert "dim=None only" in _decompose_as_kernel(aten.unique_consecutive.default, x.to(DEV), False, False, 0)
+    got = _decompose_as_kernel(aten.unique_consecutive.default, x.to(DEV), False, False, None)
     _skip_if_unserved(got)
-    assert torch.equal(got.cpu(), torch.polygamma(2, x))
+    assert torch.equal(got[0].cpu(), torch.tensor([1, 2, 1]))
     three_d = _decompose_as_kernel(aten.convolution.default, torch.randn(1, 1, 2, 2, 2, device=DEV),
                                    torch.randn(1, 1, 1, 1, 1, device=DEV), None, [1] * 3, [0] * 3, [1] * 3, False,
                                    [0] * 3, 1)
