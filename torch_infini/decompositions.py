@@ -231,6 +231,31 @@ def _embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, 
         (num_weights,) + grad_output.shape[indices.dim():])
 
 
+def _window_weights(n_in: int, n_out: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Adaptive pooling's windows along one dimension, as a matrix: row i
+    holds 1 / (its length) over output i's window [floor(i n_in / n_out),
+    ceil((i + 1) n_in / n_out)). Made from the sizes alone, on the host."""
+    i = torch.arange(n_out)
+    start = (i * n_in) // n_out
+    end = ((i + 1) * n_in + n_out - 1) // n_out
+    position = torch.arange(n_in)
+    inside = (position[None, :] >= start[:, None]) & (position[None, :] < end[:, None])
+    return (inside.double() / (end - start)[:, None].double()).to(dtype=dtype, device=device)
+
+
+def _adaptive_avg_pool2d_backward(grad_output: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``_adaptive_avg_pool2d_backward``, which PyTorch does not decompose:
+    each output's gradient spread evenly over its window, which is
+    separable, so ``A_h^T @ grad @ A_w`` with the windows' weight matrices
+    (bfloat16 and float16 in float32, rounded once, as CPU's kernel
+    accumulates)."""
+    compute = torch.float32 if grad_output.dtype in (torch.bfloat16, torch.float16) else grad_output.dtype
+    (h, w), (oh, ow) = x.shape[-2:], grad_output.shape[-2:]
+    rows = _window_weights(h, oh, compute, grad_output.device)
+    columns = _window_weights(w, ow, compute, grad_output.device)
+    return torch.matmul(torch.matmul(rows.t(), grad_output.to(compute)), columns).to(grad_output.dtype)
+
+
 def _put(x: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
     """``put`` (``put_`` runs as it, then writes ``self``): ``index_put`` into
     the flattened tensor, which wraps negative indices as ``put`` does; an
@@ -603,6 +628,7 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::_unique2": _unique2,
     "aten::unique_consecutive": _unique_consecutive,
     "aten::embedding_dense_backward": _embedding_dense_backward,
+    "aten::_adaptive_avg_pool2d_backward": _adaptive_avg_pool2d_backward,
     "aten::put": _put,
     "aten::put.out": _with_out(_put),
     "aten::pow.Scalar": _pow_of_a_number,
