@@ -126,6 +126,8 @@ bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   return hook(op, stack, refusal);
 }
 
+bool decomposing() { return !in_progress().empty(); }
+
 bool decompose(const Plan& plan, const c10::OperatorHandle& op,
                torch::jit::Stack* stack, std::string* refusal) {
   const bool writes_only_outs =

@@ -28,6 +28,7 @@
 #include <string>
 
 #include "core/InfiniFunctions.h"
+#include "ops/aten/aten_decompose.h"
 #include "ops/common.h"
 #include "ops/fallback/fallback_policy.h"
 #include "ops/op_coverage.h"
@@ -350,6 +351,12 @@ void infini_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
            "(TORCH_INFINI_CPU_FALLBACK=1 or torch_infini.fallback.enable()).",
            why);
   }
+  if (decomposing()) {
+    refuse(op,
+           "It is called by a decomposition, whose operators do not fall back "
+           "to the CPU one by one: the decomposed operator does, whole.",
+           why);
+  }
   const std::string listed = fallback_policy::list_refusal(name);
   if (!listed.empty()) {
     std::ostringstream detail;
@@ -373,7 +380,7 @@ void cpu_fallback_or_refuse(const c10::OperatorHandle& op,
 }
 
 bool try_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  if (!fallback_policy::enabled() ||
+  if (!fallback_policy::enabled() || decomposing() ||
       !fallback_policy::list_refusal(op.schema().operator_name()).empty()) {
     return false;
   }
