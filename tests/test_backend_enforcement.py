@@ -129,3 +129,27 @@ def test_a_malformed_variable_fails_the_import():
     done = run_python("import torch_infini", env={"TORCH_INFINI_ENFORCE_BACKEND": "cuda"})
     assert done.returncode != 0
     assert "TORCH_INFINI_ENFORCE_BACKEND='cuda' is invalid: expected BACKEND[,PIN][,torch]" in done.stderr
+
+
+@pytest.mark.skipif(not on_host(), reason="enforcement diverts the host runtime's calls; the stack refuses by itself")
+def test_a_decompositions_operators_do_not_fall_back_one_by_one(enforcing):
+    """With the fallback on, an operator a decomposition calls that the
+    backend does not serve refuses instead of falling back: the
+    decomposition gives way, and the operator it decomposes falls back whole
+    (one copy each way, CPU's own kernel)."""
+    from torch_infini import _C
+
+    a = torch.rand(6) + 0.5
+    x = a.to("infini")
+    enforcing("nvidia")
+    fallback.enable()
+    # polygamma's decomposition (n >= 2) calls special_zeta, ATen-backed only on NVIDIA.
+    refusal = _C._decompose_for_test("aten::polygamma", "", 2, x)
+    assert isinstance(refusal, str) and refusal.startswith("aten::special_zeta is not served")
+    with fallback.recording():
+        with pytest.warns(UserWarning, match="CPU fallback"):
+            got = torch.polygamma(2, x)
+        rows = fallback.coverage()
+    assert torch.equal(got.cpu(), torch.polygamma(2, a))
+    assert any(r["op"] == "aten::polygamma" and r["kind"] == "fallback" for r in rows)
+    assert not any(r["op"].startswith("aten::special_zeta") and r["kind"] == "fallback" for r in rows)
