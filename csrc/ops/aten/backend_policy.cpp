@@ -7,6 +7,7 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "ops/aten/aten_decompose.h"
 #include "ops/fallback/fallback.h"
 #include "ops/op_coverage.h"
 
@@ -91,7 +92,9 @@ bool divert(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!is_random_operator(op.schema()) && try_cpu_fallback(op, stack)) {
     return true;
   }
-  coverage::record(op.operator_name(), coverage::Kind::kUnsupported, 0);
+  if (!decomposing()) {  // a decomposition's try is not a call the program made
+    coverage::record(op.operator_name(), coverage::Kind::kUnsupported, 0);
+  }
   TORCH_CHECK_NOT_IMPLEMENTED(
       false, name, " is not served natively by InfiniOps ", policy->pin,
       " on backend '", policy->backend, "' (TORCH_INFINI_ENFORCE_BACKEND=",

@@ -64,8 +64,10 @@ std::string no_kernel_message(const c10::OperatorHandle& op,
 [[noreturn]] void refuse(const c10::OperatorHandle& op,
                          const std::string& detail,
                          const std::string& why = {}) {
-  coverage::record(op.schema().operator_name(), coverage::Kind::kUnsupported,
-                   0);
+  if (!decomposing()) {  // a decomposition's try is not a call the program made
+    coverage::record(op.schema().operator_name(),
+                     coverage::Kind::kUnsupported, 0);
+  }
   TORCH_CHECK_NOT_IMPLEMENTED(false, no_kernel_message(op, why), " ", detail);
 }
 
