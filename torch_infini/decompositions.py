@@ -247,13 +247,11 @@ def _adaptive_avg_pool2d_backward(grad_output: torch.Tensor, x: torch.Tensor) ->
     """``_adaptive_avg_pool2d_backward``, which PyTorch does not decompose:
     each output's gradient spread evenly over its window, which is
     separable, so ``A_h^T @ grad @ A_w`` with the windows' weight matrices
-    (bfloat16 and float16 in float32, rounded once, as CPU's kernel
-    accumulates)."""
-    compute = torch.float32 if grad_output.dtype in (torch.bfloat16, torch.float16) else grad_output.dtype
+    (not in bfloat16 and float16: see _NOT_CPUS_IN_REDUCED_PRECISION)."""
     (h, w), (oh, ow) = x.shape[-2:], grad_output.shape[-2:]
-    rows = _window_weights(h, oh, compute, grad_output.device)
-    columns = _window_weights(w, ow, compute, grad_output.device)
-    return torch.matmul(torch.matmul(rows.t(), grad_output.to(compute)), columns).to(grad_output.dtype)
+    rows = _window_weights(h, oh, grad_output.dtype, grad_output.device)
+    columns = _window_weights(w, ow, grad_output.dtype, grad_output.device)
+    return torch.matmul(torch.matmul(rows.t(), grad_output), columns)
 
 
 def _put(x: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
@@ -648,12 +646,15 @@ _OWN: dict[str, Callable[..., Any]] = {
 }
 
 
-#: PyTorch's decompositions whose results in bfloat16 or float16 are not
-#: CPU's: CPU's kernel rounds its intermediate values (grid_sampler's
-#: coordinates) to the input's dtype where the decomposition does not, so
-#: nearest sampling picks other pixels (up to 0.18 apart on OpInfo's sample;
-#: float32 agrees). Refused for those dtypes rather than differ from CPU.
-_NOT_CPUS_IN_REDUCED_PRECISION = frozenset({"aten::grid_sampler_2d", "aten::grid_sampler_3d"})
+#: Decompositions whose results in bfloat16 or float16 are not CPU's, as
+#: CPU's kernel rounds its intermediate values to the input's dtype where the
+#: decomposition does not: grid_sampler's coordinates (nearest sampling
+#: picks other pixels, up to 0.18 apart on OpInfo's sample), adaptive
+#: average pooling's gradient divided and summed in bfloat16 (ours multiplies
+#: by the windows' weights). float32 agrees. Refused for those dtypes rather
+#: than differ from CPU.
+_NOT_CPUS_IN_REDUCED_PRECISION = frozenset({"aten::grid_sampler_2d", "aten::grid_sampler_3d",
+                                            "aten::_adaptive_avg_pool2d_backward"})
 
 
 def decomposition_table() -> dict[str, Callable[..., Any]]:
@@ -711,7 +712,7 @@ def run(name: str, args: tuple, kwargs: dict) -> Any:
     if name in _NOT_CPUS_IN_REDUCED_PRECISION and any(
             t.dtype in (torch.bfloat16, torch.float16) for t in _tensors((args, tuple(kwargs.values())))):
         raise NotImplementedError(
-            f"{name}: PyTorch's decomposition of it does not round as CPU's kernel does in bfloat16 and float16; "
+            f"{name}: its decomposition does not round as CPU's kernel does in bfloat16 and float16; "
             "compute it in float32, or use the host runtime (TORCH_INFINI_PROVIDER=host)")
     result = fn(*args, **kwargs)
     given = {t.device for t in _tensors((args, tuple(kwargs.values())))}

@@ -604,3 +604,11 @@ def test_embedding_backward_adds_in_order_in_its_dtype_as_cpu(padding_idx, dtype
     got = _decompose(aten.embedding_dense_backward.default, grad.to(DEV), indices.to(DEV), 6, padding_idx, False)
     _skip_if_unserved(got)
     assert got.dtype == expected.dtype and torch.equal(got.cpu(), expected)
+
+
+def test_adaptive_avg_pool2d_backward_is_refused_in_bfloat16():
+    """CPU divides and sums its gradient in bfloat16; ours multiplies by the
+    windows' weights: refused there rather than differ."""
+    got = _run("aten::_adaptive_avg_pool2d_backward", torch.randn(2, 3, 3).bfloat16().to(DEV),
+               torch.randn(2, 7, 9).bfloat16().to(DEV))
+    assert isinstance(got, str) and "bfloat16" in got
