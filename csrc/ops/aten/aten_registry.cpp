@@ -30,11 +30,18 @@ const std::set<std::string>& data_dependent() {
   return names;
 }
 
-// CompositeExplicitAutograd overloads whose composite calls a CPU-only
-// DispatchStub with the tensor's device (so it cannot run on infini as a
-// composite): served like the overloads with CPU kernels.
+// CompositeExplicitAutograd overloads whose composite calls what only CPU
+// runs with the tensor's device: a CPU-only DispatchStub (conj_physical_),
+// or a helper operator with a CPU kernel alone (cummax's _cummax_helper,
+// cholesky_solve's _cholesky_solve_helper), which no provider without CPU
+// kernels has. Served like the overloads with CPU kernels: the host runtime
+// runs CPU's, the Infini stack InfiniOps' operator of the whole overload
+// (ATen-backed Cummax, CholeskySolve) where the build has one.
 const std::set<std::string>& stub_composites() {
-  static const std::set<std::string> names = {"aten::conj_physical_"};
+  static const std::set<std::string> names = {
+      "aten::conj_physical_", "aten::cummax",         "aten::cummax.out",
+      "aten::cummin",         "aten::cummin.out",     "aten::cholesky_solve",
+      "aten::cholesky_solve.out"};
   return names;
 }
 
