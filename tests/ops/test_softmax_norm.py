@@ -133,3 +133,27 @@ def test_scaled_dot_product_attention_follows_the_backend_flags():
 
 def to_device_kwargs(kwargs: dict) -> dict:
     return {name: to_device(value) for name, value in kwargs.items()}
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["training", "eval"])
+@pytest.mark.parametrize("dtypes", [(torch.float32, torch.float32), (torch.bfloat16, torch.float32)],
+                         ids=["float32", "bfloat16_mixed"])
+def test_batch_norm_by_its_other_names_matches_cpu(dtypes, training):
+    """_native_batch_norm_legit and _batch_norm_with_update (which compiled
+    and exported programs call) run as native_batch_norm, CPU's same kernel:
+    results and the running statistics they update, as CPU's."""
+    dtype, params = dtypes
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 3, 5, 6, generator=g).to(dtype)
+    w, b, mean = (torch.randn(3, generator=g).to(params) for _ in range(3))
+    var = torch.rand(3, generator=g).to(params) + 0.5
+    calls = {
+        "legit": lambda x, w, b, m, v: torch.ops.aten._native_batch_norm_legit(x, w, b, m, v, training, 0.1, 1e-5),
+        "with_update": lambda x, w, b, m, v: torch.ops.aten._batch_norm_with_update(x, w, b, m, v, 0.1, 1e-5),
+    }
+    for name, call in calls.items():
+        cpu_stats, dev_stats = [mean.clone(), var.clone()], [mean.to(DEV), var.to(DEV)]
+        want = call(x, w, b, *cpu_stats)
+        got = unserved_skips(lambda: call(x.to(DEV), w.to(DEV), b.to(DEV), *dev_stats))
+        assert_same(list(got), list(want))
+        assert_same(dev_stats, cpu_stats)
