@@ -254,18 +254,6 @@ def _adaptive_avg_pool2d_backward(grad_output: torch.Tensor, x: torch.Tensor) ->
     return torch.matmul(torch.matmul(rows.t(), grad_output), columns)
 
 
-def _adaptive_avg_pool3d(x: torch.Tensor, output_size: list[int]) -> torch.Tensor:
-    """``_adaptive_avg_pool3d``: the ``adaptive_avg_pool3d.out`` overload
-    InfiniOps generates from ATen's schema runs CPU's same kernel."""
-    return torch.ops.aten.adaptive_avg_pool3d.out(x, output_size, out=x.new_empty(0))
-
-
-def _adaptive_avg_pool3d_backward(grad_output: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """``_adaptive_avg_pool3d_backward``: ``adaptive_avg_pool3d_backward.grad_input``,
-    CPU's same kernel, likewise."""
-    return torch.ops.aten.adaptive_avg_pool3d_backward.grad_input(grad_output, x, grad_input=x.new_empty(0))
-
-
 def _put(x: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
     """``put`` (``put_`` runs as it, then writes ``self``): ``index_put`` into
     the flattened tensor, which wraps negative indices as ``put`` does; an
@@ -639,8 +627,6 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::unique_consecutive": _unique_consecutive,
     "aten::embedding_dense_backward": _embedding_dense_backward,
     "aten::_adaptive_avg_pool2d_backward": _adaptive_avg_pool2d_backward,
-    "aten::_adaptive_avg_pool3d": _adaptive_avg_pool3d,
-    "aten::_adaptive_avg_pool3d_backward": _adaptive_avg_pool3d_backward,
     "aten::put": _put,
     "aten::put.out": _with_out(_put),
     "aten::pow.Scalar": _pow_of_a_number,
