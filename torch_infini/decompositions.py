@@ -21,14 +21,13 @@ is not used. On the host runtime every overload has a kernel, so none runs.
 
 from __future__ import annotations
 
-import math
 import threading
 import warnings
 from typing import Any, Callable, Iterator
 
 import torch
 
-from . import _decomp_convolution
+from . import _decomp_indexing, _decomp_math, _decomp_nn
 
 _lock = threading.Lock()
 _table: dict[str, Callable[..., Any]] | None = None
@@ -104,262 +103,6 @@ def _roll(x: torch.Tensor, shifts: list[int], dims: list[int] = ()) -> torch.Ten
     return out.clone() if out is x else out
 
 
-def _nonzero(x: torch.Tensor) -> torch.Tensor:
-    """``nonzero``, which PyTorch does not decompose (its result's shape
-    depends on the values). The count is read back to the host, the
-    synchronization CPU's and CUDA's ``nonzero`` make too. Each nonzero
-    element's rank among them (a cumulative sum) is where ``scatter`` writes
-    its coordinates, each dimension's index grid in turn; the other elements
-    all go to a spare slot 0, which is dropped. Indices and counts only:
-    exact."""
-    flat = (x != 0).reshape(-1)
-    n = int(flat.sum())
-    if n == 0 or x.dim() == 0:  # no coordinates; strides as CPU's
-        return torch.empty_strided((n, x.dim()), (1, n), dtype=torch.long, device=x.device)
-    slot = torch.where(flat, flat.cumsum(0), torch.zeros((), dtype=torch.long, device=x.device))
-    columns = []
-    for d, size in enumerate(x.shape):
-        shape = [1] * x.dim()
-        shape[d] = size
-        grid = torch.arange(size, device=x.device).view(shape).expand(x.shape).reshape(-1)
-        columns.append(torch.zeros(n + 1, dtype=torch.long, device=x.device).scatter_(0, slot, grid)[1:])
-    return torch.stack(columns).t()  # column-major, as CPU's nonzero lays it out
-
-
-def _index(x: torch.Tensor, indices: list) -> torch.Tensor:
-    """``index.Tensor`` with a mask among its indices (``x[mask]``), whose
-    result's shape no meta function can lay out before it runs, and which
-    PyTorch does not decompose. As ATen's kernel expands it, each bool (or
-    deprecated uint8) mask becomes the long indices of its true elements
-    (:func:`_nonzero`), one per dimension it covers; a mask of another shape
-    than the dimensions it covers raises CPU's error."""
-    expanded: list = []
-    dim = 0
-    for index in indices:
-        if index is not None and index.dtype in (torch.bool, torch.uint8):
-            for j in range(index.dim()):
-                if dim + j >= x.dim() or index.shape[j] != x.shape[dim + j]:
-                    raise IndexError(
-                        f"The shape of the mask {list(index.shape)} at index {j} does not match the shape of the "
-                        f"indexed tensor {list(x.shape)} at index {dim + j}")
-            expanded.extend(_nonzero(index).unbind(1))
-            dim += index.dim()
-        else:
-            expanded.append(index)
-            dim += 1
-    return torch.ops.aten.index.Tensor(x, expanded)
-
-
-def _masked_select(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``masked_select``: ``x[mask]``, both broadcast to one shape, as CPU's
-    kernel computes it."""
-    shape = torch.broadcast_shapes(x.shape, mask.shape)
-    return _index(x.expand(shape), [mask.expand(shape)])
-
-
-def _runs(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """For a 1-D tensor, where each run of equal elements starts (a mask,
-    NaNs each their own run, as ``!=`` has them) and each element's run,
-    numbered from 0 (a cumulative sum that leaves the first start out)."""
-    starts = values[1:] != values[:-1]
-    first = torch.ones(min(values.numel(), 1), dtype=torch.bool, device=values.device)
-    numbers = torch.cat([torch.zeros_like(first), starts]).cumsum(0)
-    return torch.cat([first, starts]), numbers
-
-
-def _unique_of_runs(x: torch.Tensor, values: torch.Tensor, order: torch.Tensor | None, return_inverse: bool,
-                    return_counts: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``_unique2``'s and ``unique_consecutive``'s three results from the
-    flattened ``values`` (sorted by ``order`` for ``_unique2``): each run's
-    first element; each element's run number, put back in place through
-    ``order`` (``scatter``); each run's length (``scatter_add`` of ones).
-    Unrequested results are empty, as CPU's."""
-    starts, numbers = _runs(values)
-    unique = _index(values, [starts])
-    empty = torch.empty(0, dtype=torch.long, device=x.device)
-    inverse = counts = empty
-    if return_inverse:
-        inverse = numbers if order is None else torch.empty_like(numbers).scatter_(0, order, numbers)
-        inverse = inverse.view(x.shape)
-    if return_counts:
-        counts = torch.zeros(unique.numel(), dtype=torch.long, device=x.device).scatter_add_(
-            0, numbers, torch.ones_like(numbers))
-    return unique, inverse, counts
-
-
-def _unique2(x: torch.Tensor, sorted: bool = True, return_inverse: bool = False,
-             return_counts: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``_unique2`` (``torch.unique`` without ``dim``), which PyTorch does
-    not decompose: CPU sorts whatever ``sorted`` says, so this sorts
-    (stably) and keeps each run's first element."""
-    values, order = torch.sort(x.reshape(-1), stable=True)
-    return _unique_of_runs(x, values, order, return_inverse, return_counts)
-
-
-def _unique_consecutive(x: torch.Tensor, return_inverse: bool = False, return_counts: bool = False,
-                        dim: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``unique_consecutive`` of the flattened tensor (``dim=None``)."""
-    if dim is not None:
-        raise NotImplementedError("aten::unique_consecutive: decomposed here for dim=None only; use the host "
-                                  "runtime (TORCH_INFINI_PROVIDER=host)")
-    return _unique_of_runs(x, x.reshape(-1), None, return_inverse, return_counts)
-
-
-def _embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, num_weights: int,
-                              padding_idx: int, scale_grad_by_freq: bool) -> torch.Tensor:
-    """``embedding_dense_backward`` as CPU's kernel computes it: each
-    index's gradient row added into its weight row in order, in the
-    gradient's dtype (PyTorch's decomposition adds bfloat16 and float16 in
-    float32, a few bfloat16 ulps from CPU's sums), the padding index's rows
-    left out. Scaling by frequency runs as PyTorch's decomposition in
-    float32 and float64, and is refused in reduced precision."""
-    if scale_grad_by_freq:
-        if grad_output.dtype in (torch.bfloat16, torch.float16):
-            raise NotImplementedError(
-                "aten::embedding_dense_backward: scale_grad_by_freq in bfloat16 and float16 is not computed as "
-                "CPU's kernel does on the Infini stack; use the host runtime (TORCH_INFINI_PROVIDER=host)")
-        from torch._decomp import decomposition_table as theirs
-
-        return theirs[torch.ops.aten.embedding_dense_backward.default](
-            grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
-    rows = grad_output.reshape(indices.numel(), -1)
-    flat = indices.reshape(-1)
-    if padding_idx >= 0:
-        rows = rows.masked_fill((flat == padding_idx).unsqueeze(1), 0)
-    weight = torch.zeros((num_weights, rows.shape[1]), dtype=grad_output.dtype, device=grad_output.device)
-    return torch.index_put(weight, (flat,), rows, accumulate=True).view(
-        (num_weights,) + grad_output.shape[indices.dim():])
-
-
-def _window_weights(n_in: int, n_out: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """Adaptive pooling's windows along one dimension, as a matrix: row i
-    holds 1 / (its length) over output i's window [floor(i n_in / n_out),
-    ceil((i + 1) n_in / n_out)). Made from the sizes alone, on the host."""
-    i = torch.arange(n_out)
-    start = (i * n_in) // n_out
-    end = ((i + 1) * n_in + n_out - 1) // n_out
-    position = torch.arange(n_in)
-    inside = (position[None, :] >= start[:, None]) & (position[None, :] < end[:, None])
-    return (inside.double() / (end - start)[:, None].double()).to(dtype=dtype, device=device)
-
-
-def _adaptive_avg_pool2d_backward(grad_output: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """``_adaptive_avg_pool2d_backward``, which PyTorch does not decompose:
-    each output's gradient spread evenly over its window, which is
-    separable, so ``A_h^T @ grad @ A_w`` with the windows' weight matrices
-    (not in bfloat16 and float16: see _NOT_CPUS_IN_REDUCED_PRECISION)."""
-    (h, w), (oh, ow) = x.shape[-2:], grad_output.shape[-2:]
-    rows = _window_weights(h, oh, grad_output.dtype, grad_output.device)
-    columns = _window_weights(w, ow, grad_output.dtype, grad_output.device)
-    return torch.matmul(torch.matmul(rows.t(), grad_output), columns)
-
-
-def _put(x: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
-    """``put`` (``put_`` runs as it, then writes ``self``): ``index_put`` into
-    the flattened tensor, which wraps negative indices as ``put`` does; an
-    index out of range raises CPU's error first (its range read back to the
-    host)."""
-    n = x.numel()
-    flat = index.reshape(-1)
-    if flat.numel():
-        for bound in (int(flat.min()), int(flat.max())):
-            if not -n <= bound < n:
-                raise IndexError(f"out of range: tried to access index {bound} on a tensor of {n} elements.")
-    return torch.index_put(x.reshape(-1), (flat,), source.reshape(-1), accumulate).view(x.shape)
-
-
-def _pow_of_a_number(base: Any, exponent: torch.Tensor) -> torch.Tensor:
-    """``pow.Scalar`` (a number to a tensor's powers), which InfiniOps lacks:
-    ATen computes it as ``pow.Tensor_Tensor`` of the number as a 0-dim
-    tensor of the result's dtype (its wrapped number, cast as the kernel
-    casts it)."""
-    return torch.pow(torch.tensor(base, dtype=torch.result_type(base, exponent)), exponent)
-
-
-def _masked_scatter(x: torch.Tensor, mask: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
-    """``masked_scatter``, which PyTorch does not decompose: the k-th true
-    element of the mask (broadcast to ``x``, in row-major order) takes
-    ``source``'s k-th element. A cumulative sum of the mask numbers the true
-    elements from 1; ``gather`` picks them from ``source`` behind one spare
-    element (so no subtraction), and ``where`` keeps ``x`` elsewhere."""
-    mask = mask.expand(x.shape)
-    rank = mask.reshape(-1).cumsum(0)
-    if x.numel() and int(rank[-1]) > source.numel():
-        raise RuntimeError("Number of elements of source < number of ones in mask")
-    flat = source.reshape(-1)
-    index = torch.where(mask.reshape(-1), rank, torch.zeros((), dtype=rank.dtype, device=rank.device))
-    values = torch.cat([flat[:1], flat]).gather(0, index)
-    return torch.where(mask, values.view(x.shape), x)
-
-
-def _equal(x: torch.Tensor, other: torch.Tensor) -> bool:
-    """``equal`` (a bool to the host, as CPU's): the same shape and every
-    element equal, as ``eq`` compares them (NaN unequal)."""
-    return x.shape == other.shape and bool(torch.eq(x, other).all())
-
-
-def _index_put(x: torch.Tensor, indices: list, values: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
-    """``index_put`` (``x[indices] = values`` out of place): PyTorch's
-    decomposition runs ``index_put_`` on a copy, which comes back here. The
-    positions written are ``index`` of an arange over ``x``'s elements
-    (``index`` settles masks, broadcasting, negative indices and CPU's bounds
-    errors); ``values``, broadcast to them, are written there by
-    ``index_copy``, or added by ``index_add``, into a flat copy of ``x``.
-    CPU's other errors (dtypes, shapes) come from the meta kernel first."""
-    positions = torch.ops.aten.index.Tensor(torch.arange(x.numel(), device=x.device).view(x.shape), indices)
-    flat = x.reshape(-1)
-    values = values.expand(positions.shape).reshape(-1)
-    put = torch.index_add if accumulate else torch.index_copy
-    return put(flat, 0, positions.reshape(-1), values).view(x.shape)
-
-
-def _index_put_impl(x: torch.Tensor, indices: list, values: torch.Tensor, accumulate: bool = False,
-                    unsafe: bool = False) -> torch.Tensor:
-    """``_index_put_impl``, which ``index_put_`` (``x[i] = v``) calls in
-    place: ``index_put`` (``unsafe`` only skips checks CPU makes anyway)."""
-    return _index_put(x, indices, values, accumulate)
-
-
-def _sub(x: torch.Tensor | float, other: torch.Tensor | float, *, alpha: Any = 1) -> torch.Tensor:
-    """``sub``: ATen's own ``sub`` kernel is ``add``'s with ``alpha``
-    negated, so this is CPU's arithmetic exactly (PyTorch's decomposition
-    ends in ``prims.sub``, which is ``sub``). CPU's refusals (bool operands)
-    come from the meta kernel first. A number (``1 - x``) is a 0-dim tensor
-    of the result's dtype, which CPU casts it to."""
-    if not isinstance(x, torch.Tensor):
-        x = torch.tensor(x, dtype=torch.result_type(x, other))
-    return torch.add(x, other, alpha=-alpha)
-
-
-def _rsub(x: torch.Tensor, other: torch.Tensor, *, alpha: Any = 1) -> torch.Tensor:
-    """``rsub.Tensor``: ``other - alpha * x``, which ATen computes as ``sub``."""
-    return _sub(other, x, alpha=alpha)
-
-
-def _div(x: torch.Tensor | float, other: torch.Tensor | float) -> torch.Tensor:
-    """``div.Tensor`` (true division) as ``addcdiv(-0.0, x, other)``, which
-    CPU computes as ``-0.0 + (1 * x) / other``: ``1 * x`` is exact, and
-    adding -0.0 keeps every value and every zero's sign, so each element is
-    CPU's quotient, rounded once, in every floating dtype (PyTorch's
-    decomposition ends in ``prims.div``, which is ``div``; InfiniOps 1f6f9c2's
-    ATen-backed ``Div``, ``Divide`` and ``TrueDivide`` cannot be made).
-    Integer operands divide in the result's floating dtype, as CPU's do. A
-    bfloat16 or float16 tensor divided by a scalar (a number, a 0-dim
-    tensor) is divided as CPU does it: by the scalar's original value, in
-    float32, the quotient rounded once to the tensor's dtype. A number
-    divided by a tensor (``1 / x``) is the number in the tensor's dtype."""
-    dtype = torch.result_type(x, other)
-    if not dtype.is_floating_point:
-        dtype = torch.get_default_dtype()
-    scalar = not isinstance(other, torch.Tensor) or other.dim() == 0
-    computes_in = torch.float32 if scalar and dtype in (torch.bfloat16, torch.float16) else dtype
-    x, other = (v.to(computes_in) if isinstance(v, torch.Tensor) else torch.tensor(v, dtype=computes_in)
-                for v in (x, other))
-    on = x if x.device.type != "cpu" or other.device.type == "cpu" else other
-    zero = torch.full(torch.broadcast_shapes(x.shape, other.shape), -0.0, dtype=computes_in, device=on.device)
-    return torch.addcdiv(zero, x, other).to(dtype)
-
-
 #: Operators whose ``Scalar`` overloads ATen computes as their ``Tensor``
 #: twins with the Scalar as a 0-dim tensor (a wrapped number): for an integer
 #: ``self`` and an integer Scalar, one of ``self``'s dtype, which is what the
@@ -417,125 +160,6 @@ def _integer_scalar_as_tensor(op: torch._ops.OpOverload, theirs: Callable[..., A
                 f"{_overload_name(twin)}); use the host runtime (TORCH_INFINI_PROVIDER=host)")
         return theirs(self, *args, **kwargs)
 
-    return run
-
-
-def _bitwise_not(x: torch.Tensor) -> torch.Tensor:
-    """``bitwise_not`` of a bool tensor (the stack cannot pass a bool operand
-    to InfiniOps' kernel, whose ~ of a byte would not be a bool): its
-    ``logical_not``. Other dtypes reach InfiniOps' kernel and never come here."""
-    if x.dtype != torch.bool:
-        raise NotImplementedError(f"aten::bitwise_not: decomposed here for bool tensors only, not {x.dtype}")
-    return torch.logical_not(x)
-
-
-#: Floating dtypes as the signed integers of their width (their sign bit).
-_BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16,
-         torch.bfloat16: torch.int16}
-
-
-def _signbit(x: torch.Tensor) -> torch.Tensor:
-    """``signbit``, whose bool result ATen writes as bool only (the stack
-    has no bool DataType to pass it): a floating tensor's bits read as a
-    signed integer are negative exactly where the sign bit is set (-0.0 and
-    a negative NaN included); an integer is negative; a bool never."""
-    if x.dtype in _BITS:
-        return x.view(_BITS[x.dtype]) < 0
-    if x.dtype == torch.bool:
-        return torch.zeros_like(x)
-    return x < 0
-
-
-def _is_inf(sign: float) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``isposinf`` / ``isneginf`` (bool results ATen writes as bool only):
-    equality with the infinity; an integer or bool tensor holds none."""
-    def run(x: torch.Tensor) -> torch.Tensor:
-        if x.dtype.is_floating_point:
-            return x == sign * float("inf")
-        return torch.zeros(x.shape, dtype=torch.bool, device=x.device)
-    return run
-
-
-def _polygamma(n: int, x: torch.Tensor) -> torch.Tensor:
-    """``polygamma``, which InfiniOps lacks, as CPU's kernel computes it:
-    ``digamma`` for n = 0, CPU's trigamma series for n = 1, and for n >= 2
-    ``(-1)^(n+1) n! zeta(n+1, x)`` (bit-equal to CPU's)."""
-    if n == 0:
-        return torch.digamma(x)
-    if not x.dtype.is_floating_point:
-        x = x.to(torch.get_default_dtype())
-    if x.dtype in (torch.bfloat16, torch.float16):
-        raise NotImplementedError(
-            f"aten::polygamma: CPU's kernel computes its series in {x.dtype}, rounding each step, which this "
-            "decomposition (float32 and float64) does not; compute it in float32, or use the host runtime "
-            "(TORCH_INFINI_PROVIDER=host)")
-    if n == 1:
-        return _trigamma(x)
-    factor = _kernel_factorial(n, double=x.dtype == torch.float64)
-    return torch.special.zeta(torch.full_like(x, n + 1.0), x) * ((1.0 if n % 2 else -1.0) * factor)
-
-
-def _trigamma(x: torch.Tensor) -> torch.Tensor:
-    """CPU's ``trigamma`` (ATen's Math.h), step for step in x's dtype: six
-    terms of the recurrence, then the asymptotic series; below 0.5 the
-    reflection through ``sin(pi x)``. Bit-equal to CPU's for x >= 0.5; below,
-    ATen's vectorized ``sin`` differs from the C library's ``sinf`` that
-    CPU's kernel calls, by up to 4e-7 relative in float32 (5e-16 in
-    float64)."""
-    dtype = x.dtype
-
-    def const(value: float) -> torch.Tensor:  # a C literal of x's type
-        return torch.tensor(value, dtype=dtype)
-
-    reflect = x < 0.5
-    sin_pi_x = torch.sin(x * const(math.pi))
-    head = torch.where(reflect, -((const(math.pi) * const(math.pi)) / (sin_pi_x * sin_pi_x)), 0.0)
-    x = torch.where(reflect, 1 - x, x)
-    result = head
-    for _ in range(6):
-        result = result + 1 / (x * x)
-        x = x + 1
-    ixx = 1 / (x * x)
-    result = result + (1 + 1 / (2 * x) + ixx * (const(1 / 6) - ixx * (const(1 / 30) - ixx * const(1 / 42)))) / x
-    return torch.where(reflect, -result, result)
-
-
-def _kernel_factorial(n: int, double: bool) -> float:
-    """n! as CPU's polygamma kernel computes it, ``std::exp(std::lgamma(n +
-    1))``: the C library's functions, in double for float64 and in float
-    for float32, a host constant. Not
-    Python's ``math.lgamma`` (its own implementation) nor ATen's vectorized
-    one, which differ in the last bits."""
-    global _libm
-    if _libm is None:
-        import ctypes
-        import ctypes.util
-
-        libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
-        for name, c_type in (("lgamma", ctypes.c_double), ("exp", ctypes.c_double),
-                             ("lgammaf", ctypes.c_float), ("expf", ctypes.c_float)):
-            getattr(libm, name).restype = c_type
-            getattr(libm, name).argtypes = [c_type]
-        _libm = libm
-    if double:
-        return _libm.exp(_libm.lgamma(n + 1.0))
-    return _libm.expf(_libm.lgammaf(n + 1.0))  # float32
-
-
-_libm: Any = None
-
-
-def _median_of_all(nan_skipping: bool) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``median()`` / ``nanmedian()`` of every element: the flattened
-    tensor's median along its one dimension (the lower median, NaN as CPU
-    treats it); an empty floating tensor's is NaN, as CPU's."""
-    def run(x: torch.Tensor) -> torch.Tensor:
-        if x.numel() == 0:
-            if not x.dtype.is_floating_point:
-                raise NotImplementedError("aten::median of an empty integer tensor (CPU returns an unset value)")
-            return torch.full((), float("nan"), dtype=x.dtype, device=x.device)
-        flat = x.reshape(-1)
-        return (torch.nanmedian(flat, 0) if nan_skipping else torch.median(flat, 0))[0]
     return run
 
 
@@ -602,47 +226,47 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::flip.out": _with_out(_flip),
     "aten::roll": _roll,
     "aten::roll.out": _with_out(_roll),
-    "aten::nonzero": _nonzero,
-    "aten::nonzero.out": _with_out(_nonzero),
-    "aten::index.Tensor": _index,
-    "aten::index.Tensor_out": _with_out(_index),
-    "aten::masked_select": _masked_select,
-    "aten::masked_select.out": _with_out(_masked_select),
-    "aten::bitwise_not": _bitwise_not,
-    "aten::bitwise_not.out": _with_out(_bitwise_not),
-    "aten::signbit": _signbit,
-    "aten::signbit.out": _with_out(_signbit),
-    "aten::isposinf": _is_inf(1.0),
-    "aten::isposinf.out": _with_out(_is_inf(1.0)),
-    "aten::isneginf": _is_inf(-1.0),
-    "aten::isneginf.out": _with_out(_is_inf(-1.0)),
-    "aten::polygamma": _polygamma,
-    "aten::polygamma.out": _with_out(_polygamma),
-    "aten::median": _median_of_all(False),
-    "aten::nanmedian": _median_of_all(True),
-    "aten::convolution": _decomp_convolution.convolution,
-    "aten::convolution.out": _with_out(_decomp_convolution.convolution),
-    "aten::convolution_backward": _decomp_convolution.convolution_backward,
-    "aten::_unique2": _unique2,
-    "aten::unique_consecutive": _unique_consecutive,
-    "aten::embedding_dense_backward": _embedding_dense_backward,
-    "aten::_adaptive_avg_pool2d_backward": _adaptive_avg_pool2d_backward,
-    "aten::put": _put,
-    "aten::put.out": _with_out(_put),
-    "aten::pow.Scalar": _pow_of_a_number,
-    "aten::pow.Scalar_out": _with_out(_pow_of_a_number),
-    "aten::masked_scatter": _masked_scatter,
-    "aten::masked_scatter.out": _with_out(_masked_scatter),
-    "aten::equal": _equal,
-    "aten::index_put": _index_put,
-    "aten::index_put.out": _with_out(_index_put),
-    "aten::_index_put_impl": _index_put_impl,
-    "aten::_index_put_impl.out": _with_out(_index_put_impl),
-    "aten::sub.Tensor": _sub,
-    "aten::sub.out": _with_out(_sub),
-    "aten::rsub.Tensor": _rsub,
-    "aten::div.Tensor": _div,
-    "aten::div.out": _with_out(_div),
+    "aten::nonzero": _decomp_indexing.nonzero,
+    "aten::nonzero.out": _with_out(_decomp_indexing.nonzero),
+    "aten::index.Tensor": _decomp_indexing.index,
+    "aten::index.Tensor_out": _with_out(_decomp_indexing.index),
+    "aten::masked_select": _decomp_indexing.masked_select,
+    "aten::masked_select.out": _with_out(_decomp_indexing.masked_select),
+    "aten::bitwise_not": _decomp_math.bitwise_not,
+    "aten::bitwise_not.out": _with_out(_decomp_math.bitwise_not),
+    "aten::signbit": _decomp_math.signbit,
+    "aten::signbit.out": _with_out(_decomp_math.signbit),
+    "aten::isposinf": _decomp_math.is_inf(1.0),
+    "aten::isposinf.out": _with_out(_decomp_math.is_inf(1.0)),
+    "aten::isneginf": _decomp_math.is_inf(-1.0),
+    "aten::isneginf.out": _with_out(_decomp_math.is_inf(-1.0)),
+    "aten::polygamma": _decomp_math.polygamma,
+    "aten::polygamma.out": _with_out(_decomp_math.polygamma),
+    "aten::median": _decomp_math.median_of_all(False),
+    "aten::nanmedian": _decomp_math.median_of_all(True),
+    "aten::convolution": _decomp_nn.convolution,
+    "aten::convolution.out": _with_out(_decomp_nn.convolution),
+    "aten::convolution_backward": _decomp_nn.convolution_backward,
+    "aten::_unique2": _decomp_indexing.unique2,
+    "aten::unique_consecutive": _decomp_indexing.unique_consecutive,
+    "aten::embedding_dense_backward": _decomp_indexing.embedding_dense_backward,
+    "aten::_adaptive_avg_pool2d_backward": _decomp_nn.adaptive_avg_pool2d_backward,
+    "aten::put": _decomp_indexing.put,
+    "aten::put.out": _with_out(_decomp_indexing.put),
+    "aten::pow.Scalar": _decomp_math.pow_of_a_number,
+    "aten::pow.Scalar_out": _with_out(_decomp_math.pow_of_a_number),
+    "aten::masked_scatter": _decomp_indexing.masked_scatter,
+    "aten::masked_scatter.out": _with_out(_decomp_indexing.masked_scatter),
+    "aten::equal": _decomp_indexing.equal,
+    "aten::index_put": _decomp_indexing.index_put,
+    "aten::index_put.out": _with_out(_decomp_indexing.index_put),
+    "aten::_index_put_impl": _decomp_indexing.index_put_impl,
+    "aten::_index_put_impl.out": _with_out(_decomp_indexing.index_put_impl),
+    "aten::sub.Tensor": _decomp_math.sub,
+    "aten::sub.out": _with_out(_decomp_math.sub),
+    "aten::rsub.Tensor": _decomp_math.rsub,
+    "aten::div.Tensor": _decomp_math.div,
+    "aten::div.out": _with_out(_decomp_math.div),
 }
 
 

@@ -1,4 +1,6 @@
-"""Convolutions as ``im2col``, matrix products and ``col2im``, for the Infini stack.
+"""Convolutions and pooling gradients for the Infini stack.
+
+Convolutions as ``im2col``, matrix products and ``col2im``.
 
 ATen's ``convolution`` and ``convolution_backward`` have no InfiniOps
 operator and no decomposition in PyTorch; InfiniOps' ATen-backed ``im2col``,
@@ -138,3 +140,26 @@ def convolution_backward(grad_output: torch.Tensor, x: torch.Tensor, weight: tor
     return (None if grad_input is None else grad_input.to(dtypes[0]),
             None if grad_weight is None else grad_weight.to(dtypes[1]),
             None if grad_bias is None else grad_bias.to(dtypes[2]))
+
+
+def window_weights(n_in: int, n_out: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Adaptive pooling's windows along one dimension, as a matrix: row i
+    holds 1 / (its length) over output i's window [floor(i n_in / n_out),
+    ceil((i + 1) n_in / n_out)). Made from the sizes alone, on the host."""
+    i = torch.arange(n_out)
+    start = (i * n_in) // n_out
+    end = ((i + 1) * n_in + n_out - 1) // n_out
+    position = torch.arange(n_in)
+    inside = (position[None, :] >= start[:, None]) & (position[None, :] < end[:, None])
+    return (inside.double() / (end - start)[:, None].double()).to(dtype=dtype, device=device)
+
+
+def adaptive_avg_pool2d_backward(grad_output: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``adaptive_avg_pool2d_backward``, which PyTorch does not decompose:
+    each output's gradient spread evenly over its window, which is
+    separable, so ``A_h^T @ grad @ A_w`` with the windows' weight matrices
+    (not in bfloat16 and float16: see _NOT_CPUS_IN_REDUCED_PRECISION)."""
+    (h, w), (oh, ow) = x.shape[-2:], grad_output.shape[-2:]
+    rows = window_weights(h, oh, grad_output.dtype, grad_output.device)
+    columns = window_weights(w, ow, grad_output.dtype, grad_output.device)
+    return torch.matmul(torch.matmul(rows.t(), grad_output), columns)
