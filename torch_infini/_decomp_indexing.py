@@ -45,17 +45,17 @@ def index(x: torch.Tensor, indices: list) -> torch.Tensor:
     than the dimensions it covers raises CPU's error."""
     expanded: list = []
     dim = 0
-    for index in indices:
-        if index is not None and index.dtype in (torch.bool, torch.uint8):
-            for j in range(index.dim()):
-                if dim + j >= x.dim() or index.shape[j] != x.shape[dim + j]:
+    for entry in indices:
+        if entry is not None and entry.dtype in (torch.bool, torch.uint8):
+            for j in range(entry.dim()):
+                if dim + j >= x.dim() or entry.shape[j] != x.shape[dim + j]:
                     raise IndexError(
-                        f"The shape of the mask {list(index.shape)} at index {j} does not match the shape of the "
+                        f"The shape of the mask {list(entry.shape)} at index {j} does not match the shape of the "
                         f"indexed tensor {list(x.shape)} at index {dim + j}")
-            expanded.extend(nonzero(index).unbind(1))
-            dim += index.dim()
+            expanded.extend(nonzero(entry).unbind(1))
+            dim += entry.dim()
         else:
-            expanded.append(index)
+            expanded.append(entry)
             dim += 1
     return torch.ops.aten.index.Tensor(x, expanded)
 
@@ -79,8 +79,8 @@ def runs(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def unique_of_runs(x: torch.Tensor, values: torch.Tensor, order: torch.Tensor | None, return_inverse: bool,
                     return_counts: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``unique2``'s and ``unique_consecutive``'s three results from the
-    flattened ``values`` (sorted by ``order`` for ``unique2``): each run's
+    """``_unique2``'s and ``unique_consecutive``'s three results from the
+    flattened ``values`` (sorted by ``order`` for ``_unique2``): each run's
     first element; each element's run number, put back in place through
     ``order`` (``scatter``); each run's length (``scatter_add`` of ones).
     Unrequested results are empty, as CPU's."""
@@ -98,8 +98,8 @@ def unique_of_runs(x: torch.Tensor, values: torch.Tensor, order: torch.Tensor | 
 
 
 def unique2(x: torch.Tensor, sorted: bool = True, return_inverse: bool = False,
-             return_counts: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``unique2`` (``torch.unique`` without ``dim``), which PyTorch does
+            return_counts: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``_unique2`` (``torch.unique`` without ``dim``), which PyTorch does
     not decompose: CPU sorts whatever ``sorted`` says, so this sorts
     (stably) and keeps each run's first element."""
     values, order = torch.sort(x.reshape(-1), stable=True)
@@ -107,7 +107,7 @@ def unique2(x: torch.Tensor, sorted: bool = True, return_inverse: bool = False,
 
 
 def unique_consecutive(x: torch.Tensor, return_inverse: bool = False, return_counts: bool = False,
-                        dim: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       dim: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``unique_consecutive`` of the flattened tensor (``dim=None``)."""
     if dim is not None:
         raise NotImplementedError("aten::unique_consecutive: decomposed here for dim=None only; use the host "
@@ -116,7 +116,7 @@ def unique_consecutive(x: torch.Tensor, return_inverse: bool = False, return_cou
 
 
 def embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, num_weights: int,
-                              padding_idx: int, scale_grad_by_freq: bool) -> torch.Tensor:
+                             padding_idx: int, scale_grad_by_freq: bool) -> torch.Tensor:
     """``embedding_dense_backward`` as CPU's kernel computes it: each
     index's gradient row added into its weight row in order, in the
     gradient's dtype (PyTorch's decomposition adds bfloat16 and float16 in
@@ -166,8 +166,8 @@ def masked_scatter(x: torch.Tensor, mask: torch.Tensor, source: torch.Tensor) ->
     if x.numel() and int(rank[-1]) > source.numel():
         raise RuntimeError("Number of elements of source < number of ones in mask")
     flat = source.reshape(-1)
-    index = torch.where(mask.reshape(-1), rank, torch.zeros((), dtype=rank.dtype, device=rank.device))
-    values = torch.cat([flat[:1], flat]).gather(0, index)
+    picks = torch.where(mask.reshape(-1), rank, torch.zeros((), dtype=rank.dtype, device=rank.device))
+    values = torch.cat([flat[:1], flat]).gather(0, picks)
     return torch.where(mask, values.view(x.shape), x)
 
 
@@ -188,12 +188,12 @@ def index_put(x: torch.Tensor, indices: list, values: torch.Tensor, accumulate: 
     positions = torch.ops.aten.index.Tensor(torch.arange(x.numel(), device=x.device).view(x.shape), indices)
     flat = x.reshape(-1)
     values = values.expand(positions.shape).reshape(-1)
-    put = torch.index_add if accumulate else torch.index_copy
-    return put(flat, 0, positions.reshape(-1), values).view(x.shape)
+    write = torch.index_add if accumulate else torch.index_copy
+    return write(flat, 0, positions.reshape(-1), values).view(x.shape)
 
 
 def index_put_impl(x: torch.Tensor, indices: list, values: torch.Tensor, accumulate: bool = False,
-                    unsafe: bool = False) -> torch.Tensor:
-    """``index_put_impl``, which ``index_put_`` (``x[i] = v``) calls in
+                   unsafe: bool = False) -> torch.Tensor:
+    """``_index_put_impl``, which ``index_put_`` (``x[i] = v``) calls in
     place: ``index_put`` (``unsafe`` only skips checks CPU makes anyway)."""
     return index_put(x, indices, values, accumulate)

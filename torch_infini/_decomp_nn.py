@@ -142,7 +142,7 @@ def convolution_backward(grad_output: torch.Tensor, x: torch.Tensor, weight: tor
             None if grad_bias is None else grad_bias.to(dtypes[2]))
 
 
-def window_weights(n_in: int, n_out: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+def _window_weights(n_in: int, n_out: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """Adaptive pooling's windows along one dimension, as a matrix: row i
     holds 1 / (its length) over output i's window [floor(i n_in / n_out),
     ceil((i + 1) n_in / n_out)). Made from the sizes alone, on the host."""
@@ -155,11 +155,11 @@ def window_weights(n_in: int, n_out: int, dtype: torch.dtype, device: torch.devi
 
 
 def adaptive_avg_pool2d_backward(grad_output: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """``adaptive_avg_pool2d_backward``, which PyTorch does not decompose:
+    """``_adaptive_avg_pool2d_backward``, which PyTorch does not decompose:
     each output's gradient spread evenly over its window, which is
     separable, so ``A_h^T @ grad @ A_w`` with the windows' weight matrices
-    (not in bfloat16 and float16: see _NOT_CPUS_IN_REDUCED_PRECISION)."""
+    (refused in bfloat16 and float16: decompositions._NOT_CPUS_IN_REDUCED_PRECISION)."""
     (h, w), (oh, ow) = x.shape[-2:], grad_output.shape[-2:]
-    rows = window_weights(h, oh, grad_output.dtype, grad_output.device)
-    columns = window_weights(w, ow, grad_output.dtype, grad_output.device)
+    rows = _window_weights(h, oh, grad_output.dtype, grad_output.device)
+    columns = _window_weights(w, ow, grad_output.dtype, grad_output.device)
     return torch.matmul(torch.matmul(rows.t(), grad_output), columns)

@@ -218,8 +218,9 @@ def _with_out(fn: Callable[..., Any]) -> Callable[..., Any]:
     return out_wrapper()(fn)
 
 
-# Where PyTorch's decomposition of an overload comes back to the overload
-# itself (through a primitive implemented by it), ours.
+# Ours: where PyTorch has no decomposition of an overload InfiniOps lacks,
+# where PyTorch's comes back to the overload itself (through a primitive
+# implemented by it), or where it does not compute what CPU's kernel does.
 _OWN: dict[str, Callable[..., Any]] = {
     "aten::arange.start_out": _arange_out,
     "aten::flip": _flip,
