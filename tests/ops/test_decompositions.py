@@ -547,22 +547,13 @@ def test_an_in_place_index_put_into_an_empty_tensor():
 
 def test_a_refused_decomposition_is_remembered_for_its_own_arguments_only():
     """The kernel remembers a refusal so as not to try again, by the call's
-    int arguments and ranks too: unique_consecutive over a dim is refused,
-    over the flattened tensor not; a 3-D convolution is, a 2-D one not."""
+    int arguments too: unique_consecutive over a dim is refused, over the
+    flattened tensor not."""
     x = torch.tensor([1, 1, 2, 2, 1])
     assert "dim=None only" in _decompose_as_kernel(aten.unique_consecutive.default, x.to(DEV), False, False, 0)
     got = _decompose_as_kernel(aten.unique_consecutive.default, x.to(DEV), False, False, None)
     _skip_if_unserved(got)
     assert torch.equal(got[0].cpu(), torch.tensor([1, 2, 1]))
-    three_d = _decompose_as_kernel(aten.convolution.default, torch.randn(1, 1, 2, 2, 2, device=DEV),
-                                   torch.randn(1, 1, 1, 1, 1, device=DEV), None, [1] * 3, [0] * 3, [1] * 3, False,
-                                   [0] * 3, 1)
-    assert "3-D convolutions" in three_d
-    x, w = torch.randn(1, 1, 3, 3), torch.randn(1, 1, 2, 2)
-    args = (None, [1] * 2, [0] * 2, [1] * 2, False, [0] * 2, 1)
-    got = _decompose_as_kernel(aten.convolution.default, x.to(DEV), w.to(DEV), *args)
-    _skip_if_unserved(got)
-    torch.testing.assert_close(got.cpu(), aten.convolution.default(x, w, *args))
 
 
 @pytest.mark.parametrize("base,exponent", [(2, torch.arange(5)), (2.5, torch.randn(6)),
