@@ -29,7 +29,12 @@ _ATTENTION = ("InfiniOps has no fused attention: on the Infini stack scaled_dot_
 _ATTENTION_FLOAT32 = _ATTENTION.format("1.1e-5 at 0.044 (the stack's float32 tolerance is rtol 1e-5, atol 1e-5; "
                                        "PyTorch's own ModuleInfo allows 1e-4 where its kernels differ)")
 _ATTENTION_BF16 = _ATTENTION.format("up to 0.07 at 2.0 (4 bfloat16 ulps; CPU's flash kernel accumulates in float32)")
+_CONV3D_TRANSPOSED = ("the stack's 3-D convolutions sum the 2-D contributions of the kernel's depth in another "
+                      "order than CPU's kernel: float32 gradients differ by float32 rounding (3e-5 at magnitudes "
+                      "of 100), past the stack's tolerance (rtol 1e-5, atol 1e-5) where the sums cancel")
 STACK_KNOWN_FAILURES: dict[str, str] = {
+    "nn.ConvTranspose3d-float32-train": _CONV3D_TRANSPOSED,
+    "nn.LazyConvTranspose3d-float32-train": _CONV3D_TRANSPOSED,
     "nn.TransformerEncoderLayer-float32-train": _ATTENTION_FLOAT32,
     "nn.TransformerEncoderLayer-float32-eval": _ATTENTION_FLOAT32,
     "nn.TransformerEncoderLayer-bfloat16-train": _ATTENTION_BF16,

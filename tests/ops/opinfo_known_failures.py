@@ -28,3 +28,15 @@ for _case in ("nn.functional.linear_cross_entropy.chunked-bfloat16-backward",
               "nn.functional.linear_cross_entropy.chunked_none-bfloat16-forward"):
     KNOWN_FAILURES[_case] = _ONE_ROUNDING
     UNSTABLE.add(_case)
+
+#: Cases that fail on an Infini stack (InfiniOps 1f6f9c2 built WITH_TORCH=ON,
+#: InfiniRT a38977e, CPU backend), where the stack computes them by another
+#: path than CPU's kernels, each correct but summing in another order. Not
+#: strict: a build that refuses them skips them.
+STACK_KNOWN_FAILURES: dict[str, str] = {
+    "nn.functional.conv_transpose3d-float32-backward": (
+        "the stack's 3-D convolutions sum the 2-D contributions of the kernel's depth in another order than "
+        "CPU's kernel: the input gradient is 3e-5 from CPU's at magnitudes of 100 (CPU's own float32 error "
+        "against float64 is 2e-5 there, the stack's 1.4e-5), past float32's absolute tolerance (1e-5) where "
+        "the sums cancel"),
+}
