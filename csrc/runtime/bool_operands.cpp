@@ -91,7 +91,7 @@ std::string bool_operands_reason(const c10::FunctionSchema& schema,
       break;
     }
   }
-  const std::string name = schema.name();
+  const std::string& name = schema.name();
   if (op == nullptr) {
     return "ATen's " + name + " computes on bool operands otherwise than "
         "on their bytes, or is not known to compute the same";

@@ -362,6 +362,7 @@ std::string common_reason(const Binding& b, const AtenCall& call,
   }
   std::string reason;
   bool bool_output = false;
+  bool bool_operands_checked = false;
   each_tensor(b, call.args, [&](const at::Tensor& t, const ArgConversion& c) {
     if (!reason.empty()) {
       return;
@@ -376,7 +377,12 @@ std::string common_reason(const Binding& b, const AtenCall& call,
     bool_output = bool_output || (is_bool && c.output);
     if (is_bool && !c.output) {
       // Read as its bytes where ATen computes the same on them; otherwise
-      // no implementation can take it.
+      // no implementation can take it. The rule covers the whole call:
+      // asked at its first bool operand only.
+      if (bool_operands_checked) {
+        return;
+      }
+      bool_operands_checked = true;
       const std::string bytes = bool_operands_reason(call.op.schema(), call.args);
       if (!bytes.empty()) {
         reason = kernel + " has no bool tensors (InfiniRT has no such "
