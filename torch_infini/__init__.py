@@ -70,6 +70,7 @@ try:
     from . import fallback
     from . import backend_support
     from . import decompositions
+    from . import _meta_kernels
     from . import fused_ops  # torch.ops.infini.swiglu, silu_and_mul, causal_softmax
     from . import _autograd
     from . import _compile
@@ -124,6 +125,7 @@ if _LOAD_ERROR is None:
         backend_support._setup_from_environment()
         _autograd.install()
         decompositions.install()
+        _meta_kernels.install()
         _transfer_from_environment()
     except Exception as _error:  # noqa: BLE001
         if not _running_diagnostics():
