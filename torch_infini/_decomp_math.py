@@ -3,7 +3,7 @@
 ``sub``, ``rsub`` and ``div`` (PyTorch's end in primitives implemented by
 themselves), a number's powers, ``bitwise_not`` of bools, ``signbit`` and
 ``isposinf``/``isneginf`` (bool results ATen writes as bool only),
-``polygamma`` and ``median()`` of all elements. The registry is
+``polygamma``, ``median()`` of all elements and ``hash_tensor``. The registry is
 ``torch_infini/decompositions.py``.
 """
 
@@ -180,3 +180,30 @@ def median_of_all(nan_skipping: bool) -> Callable[[torch.Tensor], torch.Tensor]:
         flat = x.reshape(-1)
         return (torch.nanmedian(flat, 0) if nan_skipping else torch.median(flat, 0))[0]
     return run
+
+
+def hash_tensor(x: torch.Tensor, dim: list[int] = (), *, keepdim: bool = False, mode: int = 0) -> torch.Tensor:
+    """``hash_tensor`` (mode 0, the only one ATen has: the XOR of every
+    element's 64 bits, as uint64), which InfiniOps lacks: a floating
+    element's bits are its float64 value's, an integer's (or bool's) its
+    int64 value's, as CPU's kernel reads them. XOR is exact in any order, so
+    a pairwise tree over the reduced dimensions (``dim=[]``: all) gives
+    CPU's bits. Empty reductions give 0, XOR's identity; CPU's errors come
+    from the meta function."""
+    if mode != 0:
+        raise NotImplementedError(f"aten::hash_tensor: mode {mode} is not ATen's mode 0 (XOR)")
+    bits = x.to(torch.float64).view(torch.int64) if x.dtype.is_floating_point else x.to(torch.int64)
+    dims = sorted({d % max(x.dim(), 1) for d in dim}) if dim else list(range(x.dim()))
+    kept = [d for d in range(x.dim()) if d not in dims]
+    flat = bits.permute([*kept, *dims]).reshape(*[x.shape[d] for d in kept], -1)
+    while flat.shape[-1] > 1:
+        n = flat.shape[-1]
+        if n % 2:
+            flat = torch.cat([flat, torch.zeros_like(flat.narrow(-1, 0, 1))], -1)
+            n += 1
+        flat = torch.bitwise_xor(flat.narrow(-1, 0, n // 2), flat.narrow(-1, n // 2, n // 2))
+    result = flat.sum(-1) if flat.shape[-1] == 0 else flat.squeeze(-1)
+    if keepdim:
+        for d in dims:
+            result = result.unsqueeze(d)
+    return result.view(torch.uint64)

@@ -245,3 +245,18 @@ def adaptive_avg_pool2d_backward(grad_output: torch.Tensor, x: torch.Tensor) -> 
     rows = _window_weights(h, oh, grad_output.dtype, grad_output.device)
     columns = _window_weights(w, ow, grad_output.dtype, grad_output.device)
     return torch.matmul(torch.matmul(rows.t(), grad_output), columns)
+
+
+def adaptive_avg_pool3d(x: torch.Tensor, output_size: Sequence[int]) -> torch.Tensor:
+    """``_adaptive_avg_pool3d`` (what ``F.adaptive_avg_pool3d`` calls), as
+    InfiniOps' ``adaptive_avg_pool3d.out``: ATen's kernel of both is one
+    (``adaptive_avg_pool3d_out_cpu_template``), so this is CPU's result bit
+    for bit, laid out by the ``.out`` overload's meta function
+    (``torch_infini/_meta_kernels.py``)."""
+    return torch.ops.aten.adaptive_avg_pool3d.out(x, output_size, out=x.new_empty(0))
+
+
+def adaptive_avg_pool3d_backward(grad_output: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``_adaptive_avg_pool3d_backward``, as InfiniOps'
+    ``adaptive_avg_pool3d_backward.grad_input`` (one ATen kernel, as above)."""
+    return torch.ops.aten.adaptive_avg_pool3d_backward.grad_input(grad_output, x, grad_input=x.new_empty(0))

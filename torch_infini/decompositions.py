@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from . import _decomp_indexing, _decomp_math, _decomp_nn
+from . import _decomp_distances, _decomp_indexing, _decomp_linalg, _decomp_math, _decomp_nn, _decomp_sampling, _decomp_segments
 
 _lock = threading.Lock()
 _table: dict[str, Callable[..., Any]] | None = None
@@ -268,6 +268,22 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::rsub.Tensor": _decomp_math.rsub,
     "aten::div.Tensor": _decomp_math.div,
     "aten::div.out": _with_out(_decomp_math.div),
+    "aten::hash_tensor": _decomp_math.hash_tensor,
+    "aten::hash_tensor.out": _with_out(_decomp_math.hash_tensor),
+    "aten::_cdist_forward": _decomp_distances.cdist_forward,
+    "aten::_cdist_forward.out": _with_out(_decomp_distances.cdist_forward),
+    "aten::_pdist_forward": _decomp_distances.pdist_forward,
+    "aten::_pdist_forward.out": _with_out(_decomp_distances.pdist_forward),
+    "aten::segment_reduce": _decomp_segments.segment_reduce,
+    "aten::segment_reduce.out": _with_out(_decomp_segments.segment_reduce),
+    "aten::_embedding_bag": _decomp_segments.embedding_bag,
+    "aten::_embedding_bag_forward_only": _decomp_segments.embedding_bag,
+    "aten::grid_sampler_3d": _decomp_sampling.grid_sampler_3d,
+    "aten::grid_sampler_3d.out": _with_out(_decomp_sampling.grid_sampler_3d),
+    "aten::_adaptive_avg_pool3d": _decomp_nn.adaptive_avg_pool3d,
+    "aten::_adaptive_avg_pool3d_backward": _decomp_nn.adaptive_avg_pool3d_backward,
+    "aten::linalg_matrix_exp": _decomp_linalg.matrix_exp,
+    "aten::linalg_matrix_exp.out": _with_out(_decomp_linalg.matrix_exp),
 }
 
 

@@ -87,6 +87,14 @@ CASES = {
     "put": (aten.put.default, (torch.randn(2, 3), torch.tensor([0, -1, 4]), torch.randn(3)), {}),
     "put_accumulate": (aten.put.default, (torch.randn(2, 3), torch.tensor([[1, 1], [5, -6]]), torch.randn(2, 2), True),
                        {}),
+    # Each degree of CPU's Taylor polynomials (norms from 1e-8 to 5, scaled
+    # and squared above 1.46), in one batch; and float64's thresholds.
+    "matrix_exp_every_degree": (aten.linalg_matrix_exp.default,
+                                (torch.stack([torch.randn(3, 3) * s for s in (1e-8, 1e-4, 0.01, 0.1, 0.4, 5.0)]),), {}),
+    "matrix_exp_float64": (aten.linalg_matrix_exp.default,
+                           (torch.stack([torch.randn(4, 4) * s for s in (1e-17, 1e-9, 1e-5, 0.01, 0.07, 2.0)]).double(),),
+                           {}),
+    "matrix_exp_1x1": (aten.linalg_matrix_exp.default, (torch.randn(2, 1, 1),), {}),
 }
 
 

@@ -1,0 +1,198 @@
+"""Decompositions that compute what CPU's kernel computes bit for bit
+(torch_infini/_decomp_{segments,sampling,distances,math,nn}.py).
+
+``segment_reduce``, ``_embedding_bag``, ``grid_sampler_3d``,
+``hash_tensor``, the distances of ``cdist``/``pdist`` and the 3-D adaptive
+average pooling, which InfiniOps lacks (or serves under another name), run
+on the Infini stack as these decompositions. Where CPU's kernel adds (or
+multiplies, compares) in an order the decomposition keeps, its results are
+CPU's exactly: values, NaNs, dtypes, shapes and strides, the auxiliary
+results a backward reads included; CPU's errors from the values are raised
+with CPU's words. Driven through the runner the kernel calls
+(``decompositions.run``), on the device, against CPU's kernels.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from torch_infini import decompositions
+from infini_testing import DEV, on_host
+
+aten = torch.ops.aten
+
+
+def _device(value):
+    if isinstance(value, torch.Tensor):
+        return value.to(DEV)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_device(v) for v in value)
+    return value
+
+
+def _run(name: str, *args, **kwargs):
+    try:
+        return decompositions.run(name, _device(args), {k: _device(v) for k, v in kwargs.items()})
+    except NotImplementedError as refusal:
+        if not on_host() and "InfiniOps" in str(refusal):
+            pytest.skip(f"an operator the decomposition calls is unserved on this InfiniOps build: {refusal}")
+        raise
+
+
+def _assert_cpus(got, expected, exact: bool = True) -> None:
+    got = got if isinstance(got, tuple) else (got,)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert g.device.type == "infini"
+        g = g.cpu()
+        assert (g.dtype, g.shape, g.stride()) == (e.dtype, e.shape, e.stride())
+        if e.dtype == torch.uint64:
+            g, e = g.view(torch.int64), e.view(torch.int64)
+        if exact:
+            assert torch.equal(g.nan_to_num(7.0), e.nan_to_num(7.0)) and torch.equal(g.isnan(), e.isnan()), (g, e)
+        else:
+            torch.testing.assert_close(g, e, equal_nan=True)
+
+
+_DATA = torch.randn(6, 2)
+_NANS = torch.tensor([1.0, float("nan"), 3.0, -4.0, 0.0, 2.0]).view(6, 1)
+
+
+@pytest.mark.parametrize("initial", [None, 2.5])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+@pytest.mark.parametrize("case", ["lengths", "offsets", "2d_lengths_axis1", "nans", "bfloat16_mean"])
+def test_segment_reduce_is_cpus(case, reduce, initial):
+    """Empty segments (NaN for a mean without ``initial``), NaN propagating
+    through max/min, lengths per row along ``axis``, offsets."""
+    data, kwargs = {
+        "lengths": (_DATA, {"lengths": torch.tensor([2, 0, 3, 1])}),
+        "offsets": (_DATA, {"offsets": torch.tensor([0, 2, 2, 5, 6])}),
+        "2d_lengths_axis1": (torch.randn(2, 6, 3), {"lengths": torch.tensor([[2, 4], [6, 0]]), "axis": 1}),
+        "nans": (_NANS, {"lengths": torch.tensor([3, 3])}),
+        "bfloat16_mean": (torch.randn(300, 2).bfloat16(), {"lengths": torch.tensor([1, 299])}),
+    }[case]
+    expected = aten.segment_reduce.default(data, reduce, initial=initial, **kwargs)
+    _assert_cpus(_run("aten::segment_reduce", data, reduce, initial=initial, **kwargs), expected)
+
+
+@pytest.mark.parametrize("unsafe", [False, True])
+@pytest.mark.parametrize("lengths", [[2, -1, 5], [2, 0, 3]])
+def test_segment_reduce_raises_cpus_errors_from_the_lengths(lengths, unsafe):
+    """A negative length, and (unless ``unsafe``) lengths not summing to the
+    data's size: CPU reads them back and refuses, so does the device."""
+    def outcome(run):
+        try:
+            return run()
+        except RuntimeError as error:
+            return str(error)
+
+    expected = outcome(lambda: aten.segment_reduce.default(_DATA, "sum", lengths=torch.tensor(lengths),
+                                                           unsafe=unsafe))
+    got = outcome(lambda: _run("aten::segment_reduce", _DATA, "sum", lengths=torch.tensor(lengths), unsafe=unsafe))
+    if isinstance(expected, str):
+        assert got == expected
+    else:
+        _assert_cpus(got, expected)
+
+
+_WEIGHT = torch.randn(10, 3)
+_INDICES = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9])
+
+
+@pytest.mark.parametrize("padding_idx", [-1, 4])
+@pytest.mark.parametrize("mode", [0, 1, 2], ids=["sum", "mean", "max"])
+@pytest.mark.parametrize("weight", ["float32", "float64", "strided_rows", "ties"])
+@pytest.mark.parametrize("include_last_offset", [False, True])
+def test_embedding_bag_is_cpus_with_its_auxiliary_results(weight, mode, padding_idx, include_last_offset):
+    """The bags' sums, means and maxima (an empty bag, padding rows left
+    out, ties keeping the first row), and the results the backward reads:
+    each index's bag (empty on CPU's fast path for sums), the bags' sizes,
+    the maxima's indices."""
+    w = {"float32": _WEIGHT, "float64": _WEIGHT.double(), "strided_rows": _WEIGHT.t().contiguous().t(),
+         "ties": torch.randint(0, 3, (10, 3)).float()}[weight]
+    offsets = torch.tensor([0, 4, 4, 6, 8] if include_last_offset else [0, 4, 4, 6])
+    args = (w, _INDICES, offsets, False, mode, False, None, include_last_offset, padding_idx)
+    _assert_cpus(_run("aten::_embedding_bag", *args), aten._embedding_bag.default(*args))
+
+
+def test_embedding_bag_with_int32_indices():
+    args = (_WEIGHT, _INDICES.int(), torch.tensor([0, 4, 4, 6]).int(), False, 2, False, None, False, -1)
+    _assert_cpus(_run("aten::_embedding_bag", *args), aten._embedding_bag.default(*args))
+
+
+def test_embedding_bag_with_per_sample_weights():
+    """CPU's fast path fuses each row's product with the weight into the sum
+    (one rounding fewer): the sums agree within float32's tolerance, the
+    auxiliary results exactly."""
+    args = (_WEIGHT, _INDICES, torch.tensor([0, 4, 4, 6]), False, 0, False, torch.randn(8), False, -1)
+    got, expected = _run("aten::_embedding_bag", *args), aten._embedding_bag.default(*args)
+    _assert_cpus(got[0], expected[0], exact=False)
+    _assert_cpus(got[1:], expected[1:])
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("padding_mode", [0, 1, 2], ids=["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", [0, 1], ids=["bilinear", "nearest"])
+def test_grid_sampler_3d_is_cpus(mode, padding_mode, align_corners):
+    """Points inside, outside and on the edges of the volume (the grid spans
+    beyond [-1, 1]), each padding mode."""
+    torch.manual_seed(0)
+    x, grid = torch.randn(2, 3, 4, 5, 6), torch.rand(2, 3, 4, 2, 3) * 2.4 - 1.2
+    args = (x, grid, mode, padding_mode, align_corners)
+    _assert_cpus(_run("aten::grid_sampler_3d", *args), aten.grid_sampler_3d.default(*args))
+
+
+def test_grid_sampler_3d_is_refused_in_bfloat16():
+    x, grid = torch.randn(1, 1, 2, 2, 2).bfloat16(), torch.zeros(1, 1, 1, 1, 3).bfloat16()
+    with pytest.raises(NotImplementedError, match="bfloat16"):
+        decompositions.run("aten::grid_sampler_3d", _device((x, grid, 0, 0, False)), {})
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dim", [[], [0], [-1], [0, 1]], ids=["all", "first", "last", "both"])
+@pytest.mark.parametrize("x", [torch.randn(3, 5), torch.randint(-9, 9, (5, 3)), torch.randn(3, 4, 5).double(),
+                               torch.tensor([[True, False, True]]), torch.randn(2, 3).bfloat16()],
+                         ids=["float32", "int64", "float64", "bool", "bfloat16"])
+def test_hash_tensor_is_cpus(x, dim, keepdim):
+    """The XOR of the elements' 64 bits (float64 bits of a floating element,
+    int64 of an integer one), any reduced dimensions."""
+    expected = aten.hash_tensor.default(x, dim, keepdim=keepdim)
+    _assert_cpus(_run("aten::hash_tensor", x, dim, keepdim=keepdim), expected)
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.5, math.inf])
+@pytest.mark.parametrize("shapes", [((2, 5, 4), (2, 7, 4)), ((3, 1, 5, 4), (2, 6, 4)), ((30, 3), (4, 3)),
+                                    ((3, 0), (2, 0))], ids=["batched", "broadcast", "over_25_rows", "no_columns"])
+def test_cdist_matches_cpu(shapes, p):
+    """Every p's map and reduction, batches broadcast, and the Euclidean
+    distance through matrix products where CPU takes it (more than 25 rows).
+    Only the order of the sums can differ from CPU's (p = 3.5)."""
+    torch.manual_seed(0)
+    x1, x2 = torch.randn(*shapes[0]), torch.randn(*shapes[1])
+    expected = aten._cdist_forward.default(x1, x2, p, None)
+    _assert_cpus(_run("aten::_cdist_forward", x1, x2, p, None), expected, exact=p in (0.0, 1.0, math.inf))
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 0.5, math.inf])
+@pytest.mark.parametrize("rows", [6, 1])
+def test_pdist_matches_cpu(rows, p):
+    x = torch.randn(rows, 3)
+    _assert_cpus(_run("aten::_pdist_forward", x, p), aten._pdist_forward.default(x, p), exact=p != 0.5)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "4d", "channels_last_3d"])
+def test_adaptive_avg_pool3d_and_its_gradient_are_cpus(layout):
+    """Served as InfiniOps' ``adaptive_avg_pool3d.out`` and
+    ``adaptive_avg_pool3d_backward.grad_input``, whose ATen kernels are
+    CPU's: bit for bit, laid out as CPU lays them out."""
+    x = {"contiguous": torch.randn(2, 3, 4, 5, 6), "4d": torch.randn(3, 4, 5, 6),
+         "channels_last_3d": torch.randn(2, 3, 4, 5, 6).to(memory_format=torch.channels_last_3d)}[layout]
+    expected = aten._adaptive_avg_pool3d.default(x, [2, 3, 2])
+    _assert_cpus(_run("aten::_adaptive_avg_pool3d", x, [2, 3, 2]), expected)
+    grad = torch.randn_like(expected)
+    _assert_cpus(_run("aten::_adaptive_avg_pool3d_backward", grad, x),
+                 aten._adaptive_avg_pool3d_backward.default(grad, x))

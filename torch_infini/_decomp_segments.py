@@ -1,0 +1,157 @@
+"""Segmented reductions for the Infini stack: ``segment_reduce`` and
+``_embedding_bag``, which InfiniOps lacks and PyTorch does not decompose.
+
+Both number each element with its segment (bag), then reduce with the
+scatter operators, whose ATen kernels add (multiply, compare) each slot's
+elements one after the other in index order, as CPU's segment and bag
+kernels do: sums, products, maxima and minima are CPU's bit for bit where
+CPU's kernel is sequential too (``segment_reduce``; ``_embedding_bag``
+outside its vectorized fast path). The auxiliary results of
+``_embedding_bag`` (each index's bag, the bags' sizes, the maxima's
+indices), which its backward reads, are CPU's exactly. Shapes and CPU's
+argument errors come from the meta functions, which run first; the errors
+CPU raises from the values (negative lengths) are raised here too, after
+reading them back, as CPU reads them. The registry is
+``torch_infini/decompositions.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+_NEGATIVE_SEGMENT = ("Expected segment_length >= 0 to be true, but got false.  (Could this error message be improved?"
+                     "  If so, please report an enhancement request to PyTorch.)")
+
+
+def _segment_of_each(ends: torch.Tensor, length: int) -> torch.Tensor:
+    """For positions ``0 .. length-1`` along the last dimension, the number
+    of the segment holding each, given the segments' ends (``(*, S)``,
+    cumulative); ``S`` past the last end."""
+    positions = torch.arange(length, device=ends.device)
+    return (positions.unsqueeze(-1) >= ends.unsqueeze(-2)).sum(-1)
+
+
+def segment_reduce(data: torch.Tensor, reduce: str, *, lengths: torch.Tensor | None = None,
+                   indices: torch.Tensor | None = None, offsets: torch.Tensor | None = None, axis: int = 0,
+                   unsafe: bool = False, initial: Any = None) -> torch.Tensor:
+    """``segment_reduce``: each segment's elements along ``axis`` reduced
+    from ``initial`` (else 0, 1, -inf or inf) in order, NaN propagating for
+    ``max``/``min``; ``mean`` divides by the length (in the data's dtype,
+    as CPU's kernel does), NaN for an empty segment without ``initial``."""
+    axis = axis % data.dim()
+    if lengths is None:
+        if offsets is None:
+            raise RuntimeError("segment_reduce(): Either lengths or offsets must be defined")
+        lengths = offsets.narrow(-1, 1, offsets.shape[-1] - 1) - offsets.narrow(-1, 0, offsets.shape[-1] - 1)
+    elif not unsafe:
+        if lengths.numel() and int(lengths.min()) < 0:
+            raise RuntimeError("lengths contains negative value!")
+        if not bool((lengths.sum(-1) == data.shape[axis]).all()):
+            raise RuntimeError("segment_reduce(): Expected all rows of lengths along axis to sum to "
+                               "data.size(lengths.dim()-1) when !unsafe.")
+    if lengths.numel() and int(lengths.min()) < 0:
+        raise RuntimeError(_NEGATIVE_SEGMENT)
+    outer, count = list(lengths.shape[:-1]), lengths.shape[-1]
+    inner = list(data.shape[axis + 1:])
+    ends = lengths.cumsum(-1)
+    segment = _segment_of_each(ends, data.shape[axis])  # (*outer, L)
+    segment = segment.view(*outer, data.shape[axis], *[1] * len(inner)).expand(data.shape)
+    start = {"max": float("-inf"), "min": float("inf"), "prod": 1.0}.get(reduce, 0.0)
+    if initial is not None:
+        start = initial
+    if reduce not in ("sum", "mean", "max", "min", "prod"):
+        raise RuntimeError(f"unsupported reduction given! {reduce}")
+    if reduce in ("sum", "mean", "prod") and data.dtype in (torch.bfloat16, torch.float16):
+        result = _in_order_rounding_each_step(data, reduce, lengths, axis, start)
+    else:
+        # One slot past the last segment takes the elements after the last
+        # end, which CPU's kernel never reads.
+        slots = torch.full([*outer, count + 1, *inner], start, dtype=data.dtype, device=data.device)
+        if reduce in ("sum", "mean"):
+            result = slots.scatter_add(axis, segment, data)
+        else:
+            result = slots.scatter_reduce(axis, segment, data, {"max": "amax", "min": "amin"}.get(reduce, reduce))
+        result = result.narrow(axis, 0, count)
+    if reduce == "mean":
+        size = lengths.view(*outer, count, *[1] * len(inner))
+        divided = torch.where((size > 0) & ~result.isnan(), result / size.to(data.dtype), result)
+        result = divided if initial is not None else torch.where(size == 0, float("nan"), divided)
+    return result.contiguous()
+
+
+def _in_order_rounding_each_step(data: torch.Tensor, reduce: str, lengths: torch.Tensor, axis: int,
+                                 start: Any) -> torch.Tensor:
+    """A bfloat16/float16 sum or product as CPU's segment kernel computes it:
+    element after element, rounded to the dtype at each step (the scatter
+    kernels accumulate such dtypes in float32, which rounds otherwise). One
+    step per position of the longest segment, every segment at once."""
+    outer, count, inner = list(lengths.shape[:-1]), lengths.shape[-1], list(data.shape[axis + 1:])
+    shape = [*outer, count, *[1] * len(inner)]
+    first = (lengths.cumsum(-1) - lengths).view(shape)
+    size = lengths.view(shape)
+    result = torch.full([*outer, count, *inner], start, dtype=data.dtype, device=data.device)
+    last = max(data.shape[axis] - 1, 0)
+    for j in range(int(lengths.max()) if lengths.numel() else 0):
+        position = (first + j).clamp(0, last).expand(result.shape)
+        value = data.gather(axis, position)
+        stepped = result * value if reduce == "prod" else result + value
+        result = torch.where(size > j, stepped, result)
+    return result
+
+
+_SUM, _MEAN, _MAX = 0, 1, 2
+
+
+def _is_fast_path(weight: torch.Tensor, padding_idx: int) -> bool:
+    """CPU's ``is_fast_path_index_select`` (floating rows with unit stride,
+    no padding index), where a sum leaves each index's bag uncomputed."""
+    return weight.dtype in (torch.float32, torch.float16, torch.bfloat16) and weight.stride(1) == 1 and padding_idx < 0
+
+
+def embedding_bag(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor,
+                  scale_grad_by_freq: bool = False, mode: int = 0, sparse: bool = False,
+                  per_sample_weights: torch.Tensor | None = None, include_last_offset: bool = False,
+                  padding_idx: int = -1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``_embedding_bag``: the rows ``weight[indices]`` summed, averaged or
+    maximized per bag (rows at ``padding_idx`` left out; an empty bag is
+    zeros), with CPU's ``offset2bag``, ``bag_size`` and ``max_indices``."""
+    n, features = indices.numel(), weight.shape[1]
+    bags = offsets.numel() - (1 if include_last_offset else 0)
+    position = torch.arange(n, device=indices.device)
+    # CPU counts the offsets at or before each position, less one.
+    bag = (position.unsqueeze(-1) >= offsets.narrow(0, 0, bags).unsqueeze(0)).sum(-1) - 1
+    kept = indices != padding_idx if padding_idx >= 0 else torch.ones(n, dtype=torch.bool, device=indices.device)
+    bag_size = torch.zeros(bags, dtype=offsets.dtype, device=offsets.device).index_add(0, bag, kept.to(offsets.dtype))
+    rows = weight.index_select(0, indices)
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.unsqueeze(-1)
+    empty = bag_size == 0
+    if mode == _MAX:
+        values = torch.where(kept.unsqueeze(-1), rows, float("-inf"))
+        spread = bag.unsqueeze(-1).expand(n, features)
+        maxima = torch.full((bags, features), float("-inf"), dtype=weight.dtype, device=weight.device)
+        maxima = maxima.scatter_reduce(0, spread, values, "amax")
+        # The first row of its bag that holds the maximum, as CPU's strict > keeps.
+        first = torch.where(kept.unsqueeze(-1) & (values == maxima.index_select(0, bag)),
+                            position.unsqueeze(-1), n)
+        first = torch.full((bags, features), n, dtype=torch.int64, device=weight.device).scatter_reduce(
+            0, spread, first, "amin")
+        padded = torch.cat([indices.to(offsets.dtype), torch.zeros(1, dtype=offsets.dtype, device=indices.device)])
+        max_indices = padded.index_select(0, first.view(-1)).view(bags, features)
+        output = torch.where(empty.unsqueeze(-1), 0.0, maxima)
+    else:
+        rows = torch.where(kept.unsqueeze(-1), rows, 0.0)
+        output = torch.zeros(bags, features, dtype=weight.dtype, device=weight.device).index_add(0, bag, rows)
+        if mode == _MEAN:
+            output = output / bag_size.clamp_min(1).to(weight.dtype).unsqueeze(-1)
+            max_indices = bag_size.clone()
+        else:
+            max_indices = torch.zeros_like(bag_size)
+            bag_size = torch.zeros_like(bag_size)
+    if mode == _SUM and _is_fast_path(weight, padding_idx):
+        offset2bag = torch.empty(0, dtype=offsets.dtype, device=offsets.device)
+    else:
+        offset2bag = bag.to(offsets.dtype)
+    return output, offset2bag, bag_size, max_indices
