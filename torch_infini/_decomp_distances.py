@@ -64,3 +64,52 @@ def pdist_forward(x: torch.Tensor, p: float = 2.0) -> torch.Tensor:
         return torch.empty(0, dtype=x.dtype, device=x.device)
     i, j = torch.triu_indices(n, n, 1).to(x.device)
     return _p_norms(x.index_select(0, i) - x.index_select(0, j), p)
+
+
+def _p_norm_gradients(diff: torch.Tensor, grad: torch.Tensor, dist: torch.Tensor, p: float) -> torch.Tensor:
+    """Each coordinate difference's share of its pair's gradient, as CPU's
+    ``Dist`` backward computes it: zero where the distance is zero (and for
+    p = 0), the sign for p = 1, the largest differences' signs for p = inf,
+    ``diff |diff|^(p-2) grad / dist^(p-1)`` otherwise (zero differences
+    give zero below p = 1)."""
+    g, d = grad.unsqueeze(-1), dist.unsqueeze(-1)
+    if p == 0:
+        return torch.zeros_like(diff)
+    if p == 1:
+        share = torch.sign(diff) * g
+    elif math.isinf(p):
+        share = torch.sign(diff) * (diff.abs() == d) * g
+    elif p == 2:
+        share = diff * g / d
+    elif p < 2:
+        share = torch.sign(diff) * diff.abs().pow(p - 1) * g / d.pow(p - 1)
+        if p < 1:
+            share = torch.where(diff == 0, 0.0, share)
+    else:
+        share = diff * diff.abs().pow(p - 2) * g / d.pow(p - 1)
+    return torch.where(d == 0, 0.0, share)
+
+
+def cdist_backward(grad: torch.Tensor, x1: torch.Tensor, x2: torch.Tensor, p: float,
+                   cdist: torch.Tensor) -> torch.Tensor:
+    """``_cdist_backward``: the gradient of ``x1`` (autograd calls it with
+    the arguments swapped for ``x2``'s), each row's shares summed over the
+    other side's rows; of the broadcast batch's shape, as CPU's (autograd
+    sums it to ``x1``'s)."""
+    r1, c = x1.shape[-2:]
+    a = x1.expand(*cdist.shape[:-2], r1, c)
+    if r1 == 0 or x2.shape[-2] == 0 or c == 0:
+        return torch.zeros_like(a, memory_format=torch.contiguous_format)
+    b = x2.expand(*cdist.shape[:-2], x2.shape[-2], c)
+    return _p_norm_gradients(a.unsqueeze(-2) - b.unsqueeze(-3), grad, cdist, p).sum(-2)
+
+
+def pdist_backward(grad: torch.Tensor, x: torch.Tensor, p: float, pdist: torch.Tensor) -> torch.Tensor:
+    """``_pdist_backward``: each pair's shares added to its first row and
+    taken from its second."""
+    n = x.shape[0]
+    if n < 2 or x.shape[1] == 0:
+        return torch.zeros_like(x)
+    i, j = torch.triu_indices(n, n, 1).to(x.device)
+    shares = _p_norm_gradients(x.index_select(0, i) - x.index_select(0, j), grad, pdist, p)
+    return torch.zeros_like(x).index_add(0, i, shares).index_add(0, j, -shares)

@@ -155,3 +155,65 @@ def embedding_bag(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Te
     else:
         offset2bag = bag.to(offsets.dtype)
     return output, offset2bag, bag_size, max_indices
+
+
+def embedding_bag_dense_backward(grad: torch.Tensor, indices: torch.Tensor, offset2bag: torch.Tensor,
+                                 bag_size: torch.Tensor, maximum_indices: torch.Tensor, num_weights: int,
+                                 scale_grad_by_freq: bool, mode: int, per_sample_weights: torch.Tensor | None,
+                                 padding_idx: int = -1) -> torch.Tensor:
+    """``_embedding_bag_dense_backward``: each index's bag gradient, scaled
+    (per-sample weight, the index's frequency, the bag's size for a mean) and
+    added into its row in the order CPU's kernel adds them (indices sorted,
+    stably); a maximum's gradient into the row that held it. Padding rows
+    get none."""
+    features = grad.shape[1]
+    out = torch.zeros(num_weights, features, dtype=grad.dtype, device=grad.device)
+    if mode == _MAX:
+        held = maximum_indices.reshape(-1)
+        nonempty = (bag_size > 0).unsqueeze(-1).expand_as(maximum_indices).reshape(-1)
+        columns = torch.arange(features, device=grad.device).repeat(maximum_indices.shape[0])
+        flat = torch.where(nonempty, grad.reshape(-1), 0.0)
+        slot = torch.where(nonempty, held.to(torch.int64) * features + columns, 0)
+        return out.reshape(-1).index_add(0, slot, flat).view(num_weights, features)
+    order = torch.sort(indices, stable=True).indices
+    rows = indices.index_select(0, order).to(torch.int64)
+    bags = offset2bag.index_select(0, order).to(torch.int64)
+    scale = torch.ones(rows.shape[0], dtype=torch.float64, device=grad.device)
+    if per_sample_weights is not None:
+        scale = scale * per_sample_weights.index_select(0, order).to(torch.float64)
+    if scale_grad_by_freq:
+        counts = torch.zeros(num_weights, dtype=torch.float64, device=grad.device).index_add(
+            0, rows, torch.ones_like(scale))
+        # CPU's kernel divides the g-th run of equal indices by the count of
+        # the g-th sorted index (not of the run's own index), so this does.
+        new_run = torch.ones_like(rows, dtype=torch.bool)
+        if rows.numel() > 1:
+            new_run[1:] = rows[1:] != rows[:-1]
+        run = new_run.to(torch.int64).cumsum(0) - 1
+        scale = scale / counts.index_select(0, rows.index_select(0, run))
+    if mode == _MEAN:
+        size = bag_size.index_select(0, bags).to(torch.float64)
+        scale = torch.where(size != 0, scale / size, scale)
+    if padding_idx >= 0:
+        scale = torch.where(rows == padding_idx, 0.0, scale)
+    # CPU's axpy takes the scale in the gradient's dtype.
+    contributions = grad.index_select(0, bags) * scale.to(grad.dtype).unsqueeze(-1)
+    return out.index_add(0, rows, contributions)
+
+
+def embedding_bag_per_sample_weights_backward(grad: torch.Tensor, weight: torch.Tensor, indices: torch.Tensor,
+                                              offsets: torch.Tensor, offset2bag: torch.Tensor, mode: int,
+                                              padding_idx: int = -1) -> torch.Tensor:
+    """``_embedding_bag_per_sample_weights_backward`` (sums only): each
+    index's bag gradient dotted with its row; 0 for padding rows."""
+    if mode != _SUM:
+        raise RuntimeError("embedding_bag_backward: per_sample_weights only supported for mode='sum'")
+    if offset2bag.numel() != indices.numel():  # CPU's fast path left it uncomputed
+        bags = offsets.numel()
+        position = torch.arange(indices.numel(), device=indices.device)
+        offset2bag = (position.unsqueeze(-1) >= offsets.narrow(0, 0, bags).unsqueeze(0)).sum(-1) - 1
+    rows = weight.index_select(0, indices)
+    result = (grad.index_select(0, offset2bag.to(torch.int64)) * rows).sum(-1)
+    if padding_idx >= 0:
+        result = torch.where(indices == padding_idx, 0.0, result)
+    return result

@@ -134,6 +134,35 @@ def test_embedding_bag_with_per_sample_weights():
     _assert_cpus(got[1:], expected[1:])
 
 
+@pytest.mark.parametrize("scale_grad_by_freq", [False, True])
+@pytest.mark.parametrize("padding_idx", [-1, 4])
+@pytest.mark.parametrize("mode", ["sum", "sum_weighted", "mean", "max"])
+def test_embedding_bag_gradients_are_cpus(mode, padding_idx, scale_grad_by_freq):
+    """The weight's gradient: each index's bag gradient added into its row in
+    CPU's order (indices sorted), scaled as CPU scales it (the frequency
+    divisor CPU takes from the run's position among the sorted indices
+    included); a maximum's into the row that held it. Bit for bit where no
+    scale is applied; where one is, CPU's axpy fuses it (within tolerance).
+    The per-sample weights' gradient: each bag gradient dotted with its row."""
+    torch.manual_seed(0)
+    weight, indices, offsets = torch.randn(10, 3), torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 4]), torch.tensor([0, 4, 4, 6])
+    per_sample = torch.rand(9) if mode == "sum_weighted" else None
+    code = {"sum": 0, "sum_weighted": 0, "mean": 1, "max": 2}[mode]
+    out, offset2bag, bag_size, maximum = aten._embedding_bag.default(
+        weight, indices, offsets, scale_grad_by_freq, code, False, per_sample, False, padding_idx)
+    if offset2bag.numel() == 0:  # CPU's fast path leaves it to the backward, which makes it so
+        offset2bag = (torch.arange(9).unsqueeze(-1) >= offsets.unsqueeze(0)).sum(-1) - 1
+    grad = torch.randn_like(out)
+    args = (grad, indices, offset2bag, bag_size, maximum, 10, scale_grad_by_freq, code, per_sample, padding_idx)
+    exact = mode in ("sum", "max") and not scale_grad_by_freq
+    _assert_cpus(_run("aten::_embedding_bag_dense_backward", *args),
+                 aten._embedding_bag_dense_backward.default(*args), exact=exact)
+    if per_sample is not None:
+        args = (grad, weight, indices, offsets, offset2bag, code, padding_idx)
+        _assert_cpus(_run("aten::_embedding_bag_per_sample_weights_backward", *args),
+                     aten._embedding_bag_per_sample_weights_backward.default(*args), exact=False)
+
+
 @pytest.mark.parametrize("align_corners", [False, True])
 @pytest.mark.parametrize("padding_mode", [0, 1, 2], ids=["zeros", "border", "reflection"])
 @pytest.mark.parametrize("mode", [0, 1], ids=["bilinear", "nearest"])
@@ -196,3 +225,26 @@ def test_adaptive_avg_pool3d_and_its_gradient_are_cpus(layout):
     grad = torch.randn_like(expected)
     _assert_cpus(_run("aten::_adaptive_avg_pool3d_backward", grad, x),
                  aten._adaptive_avg_pool3d_backward.default(grad, x))
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, math.inf])
+@pytest.mark.parametrize("shapes", [((5, 4), (6, 4)), ((2, 5, 4), (2, 6, 4)), ((3, 1, 5, 4), (2, 6, 4))],
+                         ids=["matrices", "batched", "broadcast"])
+def test_distance_gradients_match_cpu(shapes, p):
+    """``_cdist_backward`` (of the broadcast batch's shape, as CPU's) and
+    ``_pdist_backward``, with pairs at distance zero (a repeated row): zero
+    there, as CPU's."""
+    torch.manual_seed(0)
+    x1, x2 = torch.randn(*shapes[0]), torch.randn(*shapes[1])
+    if shapes[0][:-2] == shapes[1][:-2]:
+        x2[..., 0, :] = x1[..., 0, :]
+    dist = aten._cdist_forward.default(x1, x2, p, None)
+    grad = torch.randn_like(dist)
+    _assert_cpus(_run("aten::_cdist_backward", grad, x1, x2, p, dist),
+                 aten._cdist_backward.default(grad, x1, x2, p, dist), exact=p in (0.0, 1.0, 2.0, math.inf))
+    x = torch.randn(6, 3)
+    x[3] = x[1]
+    dist = aten._pdist_forward.default(x, p)
+    grad = torch.randn_like(dist)
+    _assert_cpus(_run("aten::_pdist_backward", grad, x, p, dist), aten._pdist_backward.default(grad, x, p, dist),
+                 exact=False)
