@@ -42,9 +42,7 @@ def segment_reduce(data: torch.Tensor, reduce: str, *, lengths: torch.Tensor | N
     as CPU's kernel does), NaN for an empty segment without ``initial``."""
     axis = axis % data.dim()
     if lengths is None:
-        if offsets is None:
-            raise RuntimeError("segment_reduce(): Either lengths or offsets must be defined")
-        lengths = offsets.narrow(-1, 1, offsets.shape[-1] - 1) - offsets.narrow(-1, 0, offsets.shape[-1] - 1)
+        lengths = _lengths_of(lengths, offsets)
     elif not unsafe:
         if lengths.numel() and int(lengths.min()) < 0:
             raise RuntimeError("lengths contains negative value!")
@@ -79,6 +77,70 @@ def segment_reduce(data: torch.Tensor, reduce: str, *, lengths: torch.Tensor | N
         divided = torch.where((size > 0) & ~result.isnan(), result / size.to(data.dtype), result)
         result = divided if initial is not None else torch.where(size == 0, float("nan"), divided)
     return result.contiguous()
+
+
+def _lengths_of(lengths: torch.Tensor | None, offsets: torch.Tensor | None) -> torch.Tensor:
+    if lengths is not None:
+        return lengths
+    if offsets is None:
+        raise RuntimeError("segment_reduce(): Either lengths or offsets must be defined")
+    return offsets.narrow(-1, 1, offsets.shape[-1] - 1) - offsets.narrow(-1, 0, offsets.shape[-1] - 1)
+
+
+def segment_reduce_backward(grad: torch.Tensor, output: torch.Tensor, data: torch.Tensor, reduce: str, *,
+                            lengths: torch.Tensor | None = None, offsets: torch.Tensor | None = None,
+                            axis: int = 0, initial: Any = None) -> torch.Tensor:
+    """``_segment_reduce_backward``, as CPU's kernel computes it: a sum's
+    gradient to every element of the segment, a mean's divided by the
+    length; a maximum's (minimum's) to every element equal to it or NaN,
+    divided by their count where there are several and the gradient is
+    positive (CPU divides only those); a product's as ``grad * output /
+    value``, or, for a zero or NaN value, ``grad`` times the product of the
+    segment's other values from ``initial``, in order. Elements past the
+    last segment get none."""
+    axis = axis % data.dim()
+    lengths = _lengths_of(lengths, offsets)
+    outer, count, inner = list(lengths.shape[:-1]), lengths.shape[-1], list(data.shape[axis + 1:])
+    size = data.shape[axis]
+    ends = lengths.cumsum(-1)
+    segment = _segment_of_each(ends, size).view(*outer, size, *[1] * len(inner)).expand(data.shape)
+
+    def per_element(values: torch.Tensor) -> torch.Tensor:
+        """``values`` of each segment (``(*outer, count, *inner)``) at its
+        elements; zeros past the last segment."""
+        padded = torch.cat([values, torch.zeros_like(values.narrow(axis, 0, 1))], axis)
+        return padded.gather(axis, segment)
+
+    shape = [*outer, count, *[1] * len(inner)]
+    length = per_element(lengths.view(shape).expand(*outer, count, *inner).to(grad.dtype))
+    inside = segment < count
+    g = per_element(grad.contiguous())
+    if reduce == "sum":
+        return g
+    if reduce == "mean":
+        return torch.where(inside, g / torch.where(inside, length, 1), 0.0)
+    value = data.to(grad.dtype)
+    result = per_element(output.contiguous().to(grad.dtype))
+    if reduce in ("max", "min"):
+        hit = inside & (value.isnan() | (value == result))
+        share = torch.where(hit, g, 0.0)
+        slots = torch.zeros([*outer, count + 1, *inner], dtype=grad.dtype, device=grad.device)
+        hits = slots.scatter_add(axis, segment, hit.to(grad.dtype)).narrow(axis, 0, count)
+        counter = per_element(hits)
+        return torch.where(hit & (counter >= 2) & (share > 0), share / counter, share)
+    if reduce != "prod":
+        raise RuntimeError(f"unsupported reduction given! {reduce}")
+    share = torch.where(inside, (g * result) / value, 0.0)
+    special = inside & (value.isnan() | (value == 0))
+    if bool(special.any()):
+        start = per_element((ends - lengths).view(shape).expand(*outer, count, *inner))
+        own = torch.arange(size, device=data.device).view(size, *[1] * len(inner)) - start
+        others = torch.full_like(value, 1.0 if initial is None else initial)
+        for k in range(int(lengths.max())):
+            position = (start + k).clamp(0, size - 1).to(torch.int64)
+            others = torch.where((k < length) & (own != k), others * value.gather(axis, position), others)
+        share = torch.where(special, g * others, share)
+    return share
 
 
 def _in_order_rounding_each_step(data: torch.Tensor, reduce: str, lengths: torch.Tensor, axis: int,

@@ -278,6 +278,7 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::_pdist_forward.out": _with_out(_decomp_distances.pdist_forward),
     "aten::segment_reduce": _decomp_segments.segment_reduce,
     "aten::segment_reduce.out": _with_out(_decomp_segments.segment_reduce),
+    "aten::_segment_reduce_backward": _decomp_segments.segment_reduce_backward,
     "aten::_embedding_bag": _decomp_segments.embedding_bag,
     "aten::_embedding_bag_forward_only": _decomp_segments.embedding_bag,
     "aten::_embedding_bag_dense_backward": _decomp_segments.embedding_bag_dense_backward,

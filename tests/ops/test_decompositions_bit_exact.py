@@ -99,6 +99,32 @@ def test_segment_reduce_raises_cpus_errors_from_the_lengths(lengths, unsafe):
         _assert_cpus(got, expected)
 
 
+_TIES_ZEROS_NANS = torch.tensor([1.0, 3.0, 3.0, 0.0, 2.0, float("nan"), 5.0, -1.0, 4.0]).view(9, 1).expand(9, 2)
+
+
+@pytest.mark.parametrize("initial", [None, 2.0])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+@pytest.mark.parametrize("case", ["ties_zeros_nans", "offsets", "2d_lengths_axis1", "short_lengths"])
+def test_segment_reduce_gradient_is_cpus(case, reduce, initial):
+    """Ties of the maximum (shared only by positive gradients, as CPU's
+    kernel shares them), zeros and NaNs in a product (the others' product
+    from ``initial``, in order), empty segments, elements past the last
+    segment (no gradient)."""
+    torch.manual_seed(0)
+    data, kwargs = {
+        "ties_zeros_nans": (_TIES_ZEROS_NANS.contiguous(), {"lengths": torch.tensor([3, 0, 2, 3, 1])}),
+        "offsets": (_DATA, {"offsets": torch.tensor([0, 2, 2, 5, 6])}),
+        "2d_lengths_axis1": (torch.tensor([[1.0, 0.0, 2.0, 3.0, 3.0, 1.0], [0.0, 0.0, 1.0, 2.0, 2.0, 2.0]]).unsqueeze(-1),
+                             {"lengths": torch.tensor([[2, 4], [5, 1]]), "axis": 1}),
+        "short_lengths": (torch.randn(7, 3), {"lengths": torch.tensor([2, 3])}),
+    }[case]
+    output = aten.segment_reduce.default(data, reduce, initial=initial, unsafe=True, **kwargs)
+    grad = torch.randn_like(output)
+    expected = aten._segment_reduce_backward.default(grad, output, data, reduce, initial=initial, **kwargs)
+    _assert_cpus(_run("aten::_segment_reduce_backward", grad, output, data, reduce, initial=initial, **kwargs),
+                 expected)
+
+
 _WEIGHT = torch.randn(10, 3)
 _INDICES = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9])
 
