@@ -166,6 +166,13 @@ def _in_order_rounding_each_step(data: torch.Tensor, reduce: str, lengths: torch
 _SUM, _MEAN, _MAX = 0, 1, 2
 
 
+def _bag_of_each(n: int, offsets: torch.Tensor) -> torch.Tensor:
+    """The bag of each of ``n`` indices, as CPU's ``make_offset2bag``
+    numbers them: the offsets at or before its position, less one."""
+    position = torch.arange(n, device=offsets.device)
+    return (position.unsqueeze(-1) >= offsets.unsqueeze(0)).sum(-1) - 1
+
+
 def _is_fast_path(weight: torch.Tensor, padding_idx: int) -> bool:
     """CPU's ``is_fast_path_index_select`` (floating rows with unit stride,
     no padding index), where a sum leaves each index's bag uncomputed."""
@@ -182,10 +189,12 @@ def embedding_bag(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Te
     n, features = indices.numel(), weight.shape[1]
     bags = offsets.numel() - (1 if include_last_offset else 0)
     position = torch.arange(n, device=indices.device)
-    # CPU counts the offsets at or before each position, less one.
-    bag = (position.unsqueeze(-1) >= offsets.narrow(0, 0, bags).unsqueeze(0)).sum(-1) - 1
+    bag = _bag_of_each(n, offsets.narrow(0, 0, bags))
     kept = indices != padding_idx if padding_idx >= 0 else torch.ones(n, dtype=torch.bool, device=indices.device)
-    bag_size = torch.zeros(bags, dtype=offsets.dtype, device=offsets.device).index_add(0, bag, kept.to(offsets.dtype))
+    # Counted in float64 (exact below 2^53): InfiniOps' index_add takes its
+    # alpha as a double, which ATen refuses for integer tensors.
+    bag_size = torch.zeros(bags, dtype=torch.float64, device=offsets.device).index_add(
+        0, bag, kept.to(torch.float64)).to(offsets.dtype)
     rows = weight.index_select(0, indices)
     if per_sample_weights is not None:
         rows = rows * per_sample_weights.unsqueeze(-1)
@@ -271,11 +280,27 @@ def embedding_bag_per_sample_weights_backward(grad: torch.Tensor, weight: torch.
     if mode != _SUM:
         raise RuntimeError("embedding_bag_backward: per_sample_weights only supported for mode='sum'")
     if offset2bag.numel() != indices.numel():  # CPU's fast path left it uncomputed
-        bags = offsets.numel()
-        position = torch.arange(indices.numel(), device=indices.device)
-        offset2bag = (position.unsqueeze(-1) >= offsets.narrow(0, 0, bags).unsqueeze(0)).sum(-1) - 1
+        offset2bag = _bag_of_each(indices.numel(), offsets)
     rows = weight.index_select(0, indices)
     result = (grad.index_select(0, offset2bag.to(torch.int64)) * rows).sum(-1)
     if padding_idx >= 0:
         result = torch.where(indices == padding_idx, 0.0, result)
     return result
+
+
+def embedding_bag_backward(grad: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor,
+                           offset2bag: torch.Tensor, bag_size: torch.Tensor, maximum_indices: torch.Tensor,
+                           num_weights: int, scale_grad_by_freq: bool, mode: int, sparse: bool,
+                           per_sample_weights: torch.Tensor | None, padding_idx: int = -1) -> torch.Tensor:
+    """``_embedding_bag_backward`` (what autograd calls): each index's bag
+    numbered where CPU's fast path left it uncomputed, as ATen's does, then
+    the dense gradient. A sparse gradient is a sparse tensor, which the
+    device does not hold."""
+    if sparse:
+        raise NotImplementedError("aten::_embedding_bag_backward: a sparse gradient (sparse=True) is a sparse "
+                                  "tensor, which infini does not hold; use sparse=False, or the host runtime "
+                                  "(TORCH_INFINI_PROVIDER=host)")
+    if indices.numel() and offset2bag.numel() == 0:
+        offset2bag = _bag_of_each(indices.numel(), offsets)
+    return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
+                                        scale_grad_by_freq, mode, per_sample_weights, padding_idx)

@@ -281,6 +281,7 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::_segment_reduce_backward": _decomp_segments.segment_reduce_backward,
     "aten::_embedding_bag": _decomp_segments.embedding_bag,
     "aten::_embedding_bag_forward_only": _decomp_segments.embedding_bag,
+    "aten::_embedding_bag_backward": _decomp_segments.embedding_bag_backward,
     "aten::_embedding_bag_dense_backward": _decomp_segments.embedding_bag_dense_backward,
     "aten::_embedding_bag_per_sample_weights_backward": _decomp_segments.embedding_bag_per_sample_weights_backward,
     "aten::grid_sampler_3d": _decomp_sampling.grid_sampler_3d,

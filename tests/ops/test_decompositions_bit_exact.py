@@ -189,6 +189,22 @@ def test_embedding_bag_gradients_are_cpus(mode, padding_idx, scale_grad_by_freq)
                      aten._embedding_bag_per_sample_weights_backward.default(*args), exact=False)
 
 
+@pytest.mark.parametrize("mode", [0, 1, 2], ids=["sum", "mean", "max"])
+def test_embedding_bag_backward_numbers_the_bags_where_cpus_fast_path_did_not(mode):
+    """``_embedding_bag_backward``, which autograd calls, with the forward's
+    own auxiliary results (an empty ``offset2bag`` from CPU's fast path for
+    sums); a sparse gradient is refused, naming ``sparse=True``."""
+    weight, indices, offsets = torch.randn(10, 3), torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), torch.tensor([0, 4, 4, 6])
+    out, offset2bag, bag_size, maximum = aten._embedding_bag.default(weight, indices, offsets, False, mode)
+    grad = torch.randn_like(out)
+    args = (grad, indices, offsets, offset2bag, bag_size, maximum, 10, False, mode, False, None, -1)
+    _assert_cpus(_run("aten::_embedding_bag_backward", *args), aten._embedding_bag_backward.default(*args),
+                 exact=mode != 1)
+    sparse = args[:9] + (True,) + args[10:]
+    with pytest.raises(NotImplementedError, match="sparse=True"):
+        decompositions.run("aten::_embedding_bag_backward", _device(sparse), {})
+
+
 @pytest.mark.parametrize("align_corners", [False, True])
 @pytest.mark.parametrize("padding_mode", [0, 1, 2], ids=["zeros", "border", "reflection"])
 @pytest.mark.parametrize("mode", [0, 1], ids=["bilinear", "nearest"])
