@@ -216,10 +216,11 @@ def test_cat_refusals_name_the_kernel():
 # ---------------------------------------------------- no InfiniOps kernel
 
 def test_ops_without_an_infini_ops_kernel_name_it():
-    # InfiniOps has no operator for pdist.
+    # InfiniOps has no operator for histogramdd's bin edges, and nothing
+    # decomposes them.
     with pytest.raises(NotImplementedError,
-                       match=r"aten::_pdist_forward.*InfiniOps has no kernel.*TORCH_INFINI_PROVIDER=host"):
-        F.pdist(torch.ones(3, 4, device=DEV))
+                       match=r"aten::_histogramdd_bin_edges.*InfiniOps has no kernel.*TORCH_INFINI_PROVIDER=host"):
+        torch.histogramdd(torch.ones(3, 2, device=DEV), bins=[2, 2])
     if aten_backed("internal::Softmax"):
         native(lambda x: torch.softmax(x, dim=-1), rand(2, 3))
     else:
