@@ -98,9 +98,16 @@ bool self_shares_memory(c10::ArrayRef<c10::IValue> args) {
   }
   bool shares = at::has_internal_overlap(self) == at::MemOverlap::Yes;
   for_each_tensor(args.slice(1), [&](const at::Tensor& t, size_t) {
-    shares = shares ||
-        (t.defined() && t.device() == self.device() &&
-         at::get_overlap_status(self, t) != at::MemOverlapStatus::No);
+    if (shares || !t.defined() || t.device() != self.device()) {
+      return;
+    }
+    const at::MemOverlapStatus status = at::get_overlap_status(self, t);
+    // ATen cannot tell for a self that is not dense (a diagonal, a column:
+    // x.diagonal()[mask] = v): only memory of the same storage may overlap.
+    shares = status == at::MemOverlapStatus::Full ||
+             status == at::MemOverlapStatus::Partial ||
+             (status == at::MemOverlapStatus::TooHard &&
+              t.storage().is_alias_of(self.storage()));
   });
   return shares;
 }
