@@ -169,8 +169,7 @@ _SUM, _MEAN, _MAX = 0, 1, 2
 def _bag_of_each(n: int, offsets: torch.Tensor) -> torch.Tensor:
     """The bag of each of ``n`` indices, as CPU's ``make_offset2bag``
     numbers them: the offsets at or before its position, less one."""
-    position = torch.arange(n, device=offsets.device)
-    return (position.unsqueeze(-1) >= offsets.unsqueeze(0)).sum(-1) - 1
+    return _segment_of_each(offsets, n) - 1
 
 
 def _is_fast_path(weight: torch.Tensor, padding_idx: int) -> bool:
@@ -188,7 +187,6 @@ def embedding_bag(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Te
     zeros), with CPU's ``offset2bag``, ``bag_size`` and ``max_indices``."""
     n, features = indices.numel(), weight.shape[1]
     bags = offsets.numel() - (1 if include_last_offset else 0)
-    position = torch.arange(n, device=indices.device)
     bag = _bag_of_each(n, offsets.narrow(0, 0, bags))
     kept = indices != padding_idx if padding_idx >= 0 else torch.ones(n, dtype=torch.bool, device=indices.device)
     # Counted in float64 (exact below 2^53): InfiniOps' index_add takes its
@@ -205,8 +203,8 @@ def embedding_bag(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Te
         maxima = torch.full((bags, features), float("-inf"), dtype=weight.dtype, device=weight.device)
         maxima = maxima.scatter_reduce(0, spread, values, "amax")
         # The first row of its bag that holds the maximum, as CPU's strict > keeps.
-        first = torch.where(kept.unsqueeze(-1) & (values == maxima.index_select(0, bag)),
-                            position.unsqueeze(-1), n)
+        position = torch.arange(n, device=indices.device).unsqueeze(-1)
+        first = torch.where(kept.unsqueeze(-1) & (values == maxima.index_select(0, bag)), position, n)
         first = torch.full((bags, features), n, dtype=torch.int64, device=weight.device).scatter_reduce(
             0, spread, first, "amin")
         padded = torch.cat([indices.to(offsets.dtype), torch.zeros(1, dtype=offsets.dtype, device=indices.device)])

@@ -27,7 +27,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from . import _decomp_distances, _decomp_indexing, _decomp_linalg, _decomp_math, _decomp_nn, _decomp_sampling, _decomp_segments
+from . import (_decomp_distances, _decomp_indexing, _decomp_linalg, _decomp_math, _decomp_nn, _decomp_sampling,
+               _decomp_segments)
 
 _lock = threading.Lock()
 _table: dict[str, Callable[..., Any]] | None = None
