@@ -34,6 +34,15 @@ def pytest_report_header(config) -> str:
     return f"torch_infini under test: {Path(torch_infini.__file__).parent}"
 
 
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Under TORCH_INFINI_VERIFY_CACHES=1: how many cache hits were recomputed
+    and compared (tests/test_cache_verification.py reads this line)."""
+    counts = torch_infini._C._cache_verification()
+    if counts["enabled"]:
+        terminalreporter.write_line(
+            f"cache verification: {counts['verified']} hits verified, {counts['differences']} differences")
+
+
 def run_python(code: str, env: dict[str, str] | None = None, timeout: float = HANG_GUARD_S) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter (for settings read once per process)."""
     full_env = dict(os.environ)

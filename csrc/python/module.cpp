@@ -17,6 +17,7 @@
 #include "ops/fallback/fallback_policy.h"
 #include "ops/nn/fused.h"
 #include "ops/op_coverage.h"
+#include "runtime/cache_verification.h"
 #include "runtime/device_trace.h"
 #include "python/compile_bindings.h"
 #include "python/decompose_bindings.h"
@@ -184,6 +185,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "None; a functional overload's results appended); empty where it "
         "can.");
   m.def("_is_in_bad_fork", &runtime::in_bad_fork);
+  m.def("_cache_verification", [] {
+    const auto counts = runtime::cache_verification_counts();
+    py::dict d;
+    d["enabled"] = runtime::verify_caches();
+    d["verified"] = counts.verified;
+    d["differences"] = counts.differences;
+    return d;
+  }, "TORCH_INFINI_VERIFY_CACHES: whether it is on, the cache hits "
+     "recomputed and equal, and those that differed (each raised)");
   m.def("_provider_info", &provider_info,
         "Provider, backend, selection reason and capabilities.");
   m.def("_op_support", &op_support,

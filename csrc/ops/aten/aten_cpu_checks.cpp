@@ -3,7 +3,10 @@
 #include "ops/aten/aten_cpu_checks.h"
 
 #include <ATen/MemoryOverlap.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/ops/empty.h>
+#include <c10/util/strides.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 
@@ -48,6 +51,83 @@ std::exception_ptr cpu_error(const c10::OperatorHandle& op,
     return std::current_exception();
   }
   return nullptr;
+}
+
+Layouts cpu_layouts(const Plan& plan, const c10::OperatorHandle& op,
+                    c10::ArrayRef<c10::IValue> args) {
+  std::unordered_map<const void*, at::Tensor> storages;
+  const auto cpu_copy = [&](const at::Tensor& t) {
+    if (!t.defined() || t.device().type() != kInfini) {
+      return t;
+    }
+    at::Tensor& bytes = storages[t.storage().data()];
+    const auto nbytes = static_cast<int64_t>(t.storage().nbytes());
+    if (!bytes.defined()) {
+      const at::Tensor on_device =
+          at::empty({0}, t.options().dtype(at::kByte))
+              .set_(t.storage(), 0, {nbytes}, {1});
+      bytes = on_device.to(at::kCPU);  // through the runtime, in stream order
+    }
+    at::Tensor copy = bytes.view(t.scalar_type())
+                          .as_strided(t.sizes(), t.strides(),
+                                      t.storage_offset());
+    copy._set_conj(t.is_conj());
+    copy._set_neg(t.is_neg());
+    return copy;
+  };
+  const auto& schema = op.schema();
+  torch::jit::Stack cpu;
+  for (size_t i = 0; i < args.size(); ++i) {
+    cpu.push_back(i < schema.arguments().size() &&
+                          runtime::is_generator_argument(schema.arguments()[i])
+                      ? c10::IValue(at::make_generator<at::CPUGeneratorImpl>())
+                      : runtime::map_tensors(args[i], cpu_copy));
+  }
+  std::vector<at::Tensor> written;
+  for (size_t w : plan.written) {
+    written.push_back(cpu[w].isTensor() ? cpu[w].toTensor() : at::Tensor());
+  }
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
+  }
+  // As run_direct lays them out: written arguments as they are after the
+  // call, new results as the infini tensors it copies them into (dense
+  // ones keep their strides, the others are made contiguous).
+  Layouts layouts;
+  for (size_t k = 0; k < plan.written.size(); ++k) {
+    ResultLayout r;
+    r.is_list = !args[plan.written[k]].isTensor();
+    if (!r.is_list) {
+      r.tensors.push_back(layout_of(written[k]));
+    }
+    layouts.push_back(std::move(r));
+  }
+  const auto as_copied = [](const at::Tensor& t) {
+    Layout layout = layout_of(t);
+    if (t.defined() && !t.is_non_overlapping_and_dense()) {
+      const auto strides = c10::contiguous_strides(t.sizes());
+      layout.strides.assign(strides.begin(), strides.end());
+    }
+    return layout;
+  };
+  for (size_t i = 0; i < schema.returns().size(); ++i) {
+    if (returns_written(schema, i)) {
+      continue;
+    }
+    ResultLayout r;
+    if (cpu[i].isTensorList()) {
+      r.is_list = true;
+      for (const at::Tensor& t : cpu[i].toTensorList()) {
+        r.tensors.push_back(as_copied(t));
+      }
+    } else {
+      r.tensors.push_back(as_copied(cpu[i].isTensor() ? cpu[i].toTensor()
+                                                      : at::Tensor()));
+    }
+    layouts.push_back(std::move(r));
+  }
+  return layouts;
 }
 
 [[noreturn]] void raise_cpu_error(const c10::OperatorHandle& op,

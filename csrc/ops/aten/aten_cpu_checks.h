@@ -24,6 +24,15 @@ std::exception_ptr cpu_error(const c10::OperatorHandle& op,
                              c10::ArrayRef<c10::IValue> args,
                              bool keep_aliases = false);
 
+// The layouts CPU gives the call's outputs, as a direct run learns them
+// (ops/aten/aten_direct.h): the call run on CPU copies of its arguments'
+// storages, values and aliasing kept (each read through the runtime, after
+// the work queued on it), generators replaced by fresh CPU ones, so that
+// nothing on the device or in a generator changes. For the verification
+// mode (runtime/cache_verification.h): it synchronizes.
+Layouts cpu_layouts(const Plan& plan, const c10::OperatorHandle& op,
+                    c10::ArrayRef<c10::IValue> args);
+
 // Raises CPU's error for a call known to be bad, or `fallback_error` where
 // CPU accepts it (the message is CPU's, not a meta function's).
 [[noreturn]] void raise_cpu_error(const c10::OperatorHandle& op,

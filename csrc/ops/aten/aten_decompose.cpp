@@ -7,6 +7,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -16,6 +17,8 @@
 #include "ops/common.h"
 #include "ops/fallback/fallback.h"
 #include "ops/op_coverage.h"
+#include "runtime/cache_verification.h"
+#include "runtime/dispatch_state.h"
 
 namespace torch_infini::ops {
 namespace {
@@ -31,17 +34,28 @@ std::vector<const c10::FunctionSchema*>& in_progress() {
 // Overloads whose decomposition met a refused operator, with that refusal:
 // not tried again (a failed try costs a Python call, and leaves its inner
 // calls in profiles). By overload, its tensors' dtypes, ranks and devices,
-// and the int, bool and string arguments (a decomposition may refuse a
-// 3-D convolution and serve a 2-D one, or polygamma's n = 1 and not n = 2);
-// not by floating values, which vary from call to call.
+// its int, float, bool and string arguments (a decomposition may refuse a
+// 3-D convolution and serve a 2-D one, polygamma's n = 2 and not n = 1, a
+// p-norm but not p = 1), and the state the decomposition's Python code
+// reads (runtime/dispatch_state.h).
 class RefusedDecompositions {
  public:
+  struct Refusal {
+    std::string reason;
+    runtime::DispatchState state;  // what it was refused under (in the key)
+  };
   static std::string key(const c10::OperatorHandle& op,
-                         c10::ArrayRef<c10::IValue> args) {
+                         c10::ArrayRef<c10::IValue> args,
+                         const runtime::DispatchState& state) {
     std::string key = c10::toString(op.operator_name());
+    state.append_to(key);
     for (const c10::IValue& v : args) {
       if (v.isInt() || v.isBool()) {
         key += std::to_string(v.isInt() ? v.toInt() : v.toBool()) + ";";
+      } else if (v.isDouble()) {
+        const double d = v.toDouble();
+        key.append(reinterpret_cast<const char*>(&d), sizeof(d));
+        key += "d;";
       } else if (v.isString()) {
         key += v.toStringRef() + ";";
       } else if (v.isIntList()) {
@@ -59,16 +73,15 @@ class RefusedDecompositions {
     });
     return key;
   }
-  bool find(const std::string& key, std::string* refusal) const {
+  std::optional<Refusal> find(const std::string& key) const {
     std::lock_guard<std::mutex> lock(mutex_);  // a lookup, no device call
     const auto it = refused_.find(key);
     if (it == refused_.end()) {
-      return false;
+      return std::nullopt;
     }
-    *refusal = it->second;
-    return true;
+    return it->second;
   }
-  void add(std::string key, std::string refusal) {
+  void add(std::string key, Refusal refusal) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (refused_.size() >= 4096) {
       refused_.clear();  // bounded: a refused call of ever new sizes
@@ -78,7 +91,7 @@ class RefusedDecompositions {
 
  private:
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, std::string> refused_;
+  std::unordered_map<std::string, Refusal> refused_;
 };
 
 RefusedDecompositions& refused_decompositions() {
@@ -180,8 +193,12 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
       std::rethrow_exception(error);
     }
   }
-  std::string key = RefusedDecompositions::key(op, args);
-  if (refused_decompositions().find(key, refusal)) {
+  const runtime::DispatchState state = runtime::DispatchState::current();
+  std::string key = RefusedDecompositions::key(op, args, state);
+  const std::optional<RefusedDecompositions::Refusal> known =
+      refused_decompositions().find(key);
+  if (known && !runtime::verify_caches()) {
+    *refusal = known->reason;
     return false;
   }
   // The arguments, kept: the stack holds the results once it ran.
@@ -202,9 +219,21 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
     }
     throw;
   }
+  if (known) {  // the verification mode: the try again must refuse alike
+    if (ran || *refusal != known->reason) {
+      runtime::raise_stale_cache(
+          "refused decompositions", c10::toString(op.operator_name()),
+          "cached as refused (" + known->reason + "), but " +
+              (ran ? std::string("the decomposition runs now")
+                   : "refused now for another reason (" + *refusal + ")"),
+          known->state);
+    }
+    runtime::count_verified_hit("refused decompositions");
+    return false;
+  }
   if (!ran) {
     if (!refusal->empty()) {
-      refused_decompositions().add(std::move(key), *refusal);
+      refused_decompositions().add(std::move(key), {*refusal, state});
     }
     return false;
   }

@@ -29,6 +29,9 @@
 #include <algorithm>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <string>
+#include <utility>
 #include <unordered_map>
 
 #include "core/InfiniFunctions.h"
@@ -117,6 +120,17 @@ bool pointwise_operator(const c10::OperatorHandle& op) {
   return false;
 }
 
+// Whether CUDA takes argument `arg` of `op` from the CPU and moves it, where
+// the argument is a plain Tensor (index, gather and their kin refuse a CPU
+// index on CUDA as here): by operator and argument name.
+bool cpu_accepted_index(const c10::FunctionSchema& op, const c10::Argument& arg) {
+  static const std::set<std::pair<std::string, std::string>> table = {
+      {"aten::index_fill", "index"},  // CUDA's index_fill_ moves its index
+      {"aten::index_fill_", "index"},
+  };
+  return table.count({op.name(), arg.name()}) > 0;
+}
+
 Plan make_plan(const c10::OperatorHandle& op) {
   Plan plan;
   const auto& schema = op.schema();
@@ -130,6 +144,9 @@ Plan make_plan(const c10::OperatorHandle& op) {
         list->getElementType()->expectRef<c10::OptionalType>()
             .getElementType()->kind() == c10::TypeKind::TensorType) {
       plan.index_lists.push_back(i);
+    }
+    if (cpu_accepted_index(schema, schema.arguments()[i])) {
+      plan.cpu_indices.push_back(i);
     }
     if (writes(schema.arguments()[i])) {
       plan.written.push_back(i);
@@ -175,8 +192,10 @@ const Plan& plan_of(const c10::OperatorHandle& op) {
 }
 
 bool is_index_list(const Plan& plan, size_t argument) {
-  return std::find(plan.index_lists.begin(), plan.index_lists.end(),
-                   argument) != plan.index_lists.end();
+  const auto in = [argument](const std::vector<size_t>& v) {
+    return std::find(v.begin(), v.end(), argument) != v.end();
+  };
+  return in(plan.index_lists) || in(plan.cpu_indices);
 }
 
 // CPU tensors among the call's indices (x[cpu_index], x[cpu_mask] = v) as
@@ -184,6 +203,13 @@ bool is_index_list(const Plan& plan, size_t argument) {
 // which take a plain Tensor, refuse a CPU index there as here.
 void move_cpu_indices(const Plan& plan, c10::Device device,
                       torch::jit::Stack* stack, size_t nargs) {
+  for (size_t i : plan.cpu_indices) {
+    c10::IValue& value = (*stack)[stack->size() - nargs + i];
+    if (value.isTensor() && value.toTensor().defined() &&
+        value.toTensor().device().is_cpu()) {
+      value = value.toTensor().to(device);
+    }
+  }
   for (size_t i : plan.index_lists) {
     c10::IValue& value = (*stack)[stack->size() - nargs + i];
     const auto cpu = [](const c10::IValue& element) {
@@ -509,7 +535,7 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
   const c10::Stream stream = current_stream_of_valid_device(device.index());
   auto& kernels = runtime::kernels();
   const CallTarget target{device, stream, native_stream(stream), kernels};
-  if (!plan.index_lists.empty()) {
+  if (!plan.index_lists.empty() || !plan.cpu_indices.empty()) {
     move_cpu_indices(plan, device, stack, schema.arguments().size());
   }
   if (backend_policy::divert(op, stack)) {
@@ -529,8 +555,10 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
     }
     SameArguments same = 0;
     if (plan.sync_reason.empty() && !needs_direct_run(plan, args, &same)) {
-      std::string key;
-      if (const auto layouts = find_layouts(plan, args, same, &key)) {
+      LayoutsKey key;
+      if (const auto layouts = find_layouts(plan, args, same, &key, [&] {
+            return cpu_layouts(plan, op, args);
+          })) {
         // Learned from a meta run where it was first met in a capture: CPU's
         // checks its meta function skips, where they cost nothing.
         if (reads_only_empty_tensors(plan, args)) {
@@ -545,7 +573,7 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
       const auto before = same_written_layouts(plan, args, same);
       auto learned = run_direct(plan, op, target, stack);
       if (!keeps_layouts(before, *learned)) {
-        key.clear();  // resizes an input it writes: always run directly
+        key.key.clear();  // resizes an input it writes: always run directly
       }
       remember_layouts(std::move(key), std::move(learned));
       return;

@@ -1,10 +1,15 @@
 #include "ops/aten/aten_layouts.h"
 
+#include <ATen/core/Formatting.h>
+
 #include <array>
 #include <cfloat>
 #include <cmath>
+#include <sstream>
 #include <string>
 #include <unordered_map>
+
+#include "runtime/cache_verification.h"
 
 namespace torch_infini::ops {
 namespace {
@@ -36,7 +41,8 @@ void append_tensor(std::string& key, const at::Tensor& t) {
   bytes(key, &dim, sizeof(dim));
   bytes(key, t.sizes().data(), dim * sizeof(int64_t));
   bytes(key, t.strides().data(), dim * sizeof(int64_t));
-  key.push_back(static_cast<char>(t.is_conj() | (t.is_neg() << 1)));
+  key.push_back(static_cast<char>(t.is_conj() | (t.is_neg() << 1) |
+                                  (t._is_zerotensor() << 2)));
   const auto index = t.device().index();
   bytes(key, &index, sizeof(index));
 }
@@ -171,10 +177,56 @@ bool append_key(std::string& key, const c10::IValue& value) {
   return true;
 }
 
+// What the key leaves out of a call on purpose, for the verification
+// mode's message: the storage offsets of device tensors (no CPU kernel lays
+// its outputs out by them), the values of CPU scalars (read where the
+// kernel runs) and the exact floating values keyed by class.
+std::string unkeyed_of(c10::ArrayRef<c10::IValue> args) {
+  std::string out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& value = args[i];
+    if (value.isDouble()) {
+      out += "arg " + std::to_string(i) + " = " +
+          std::to_string(value.toDouble()) + "; ";
+    }
+  }
+  for_each_tensor(args, [&out](const at::Tensor& t, size_t i) {
+    if (!t.defined()) {
+      return;
+    }
+    if (t.device().is_cpu() && t.dim() == 0) {
+      std::ostringstream value;
+      value << t.item();
+      out += "arg " + std::to_string(i) + " (CPU scalar) = " + value.str() +
+          "; ";
+    } else if (!t.device().is_cpu()) {
+      out += "arg " + std::to_string(i) + " storage offset " +
+          std::to_string(t.storage_offset()) + "; ";
+    }
+  });
+  return out;
+}
+
+std::string layout_text(const Layout& layout) {
+  if (!layout.defined) {
+    return "undefined";
+  }
+  std::ostringstream out;
+  out << c10::toString(layout.dtype) << " sizes "
+      << c10::IntArrayRef(layout.sizes) << " strides "
+      << c10::IntArrayRef(layout.strides);
+  return out.str();
+}
+
 constexpr size_t kMaxEntries = 4096;
 
-using Cache =
-    std::unordered_map<std::string, std::shared_ptr<const Layouts>>;
+struct Entry {
+  std::shared_ptr<const Layouts> layouts;
+  runtime::DispatchState state;  // what it was learned under (in the key)
+  std::string unkeyed;           // the verification mode's only
+};
+
+using Cache = std::unordered_map<std::string, Entry>;
 
 Cache& cache() {
   thread_local Cache entries;
@@ -183,11 +235,13 @@ Cache& cache() {
 
 // The key of a call in a per-thread buffer; false when it cannot be keyed.
 bool key_of(const Plan& plan, c10::ArrayRef<c10::IValue> args,
-            SameArguments same, std::string& buffer) {
+            SameArguments same, const runtime::DispatchState& state,
+            std::string& buffer) {
   buffer.clear();
   const Plan* address = &plan;
   bytes(buffer, &address, sizeof(address));
   bytes(buffer, &same, sizeof(same));
+  state.append_to(buffer);
   ValueClasses classes;
   classes.active = writes_only_inputs(plan, same);
   for (const auto& value : args) {
@@ -209,31 +263,84 @@ std::string& buffer() {
 
 }  // namespace
 
+std::string layouts_difference(const Layouts& cached, const Layouts& fresh) {
+  if (cached.size() != fresh.size()) {
+    return std::to_string(cached.size()) + " outputs then " +
+        std::to_string(fresh.size());
+  }
+  std::string out;
+  for (size_t i = 0; i < cached.size(); ++i) {
+    const auto& a = cached[i].tensors;
+    const auto& b = fresh[i].tensors;
+    if (cached[i].is_list && fresh[i].is_list && a.empty() != b.empty()) {
+      continue;  // a list written in place: no layouts either way
+    }
+    for (size_t j = 0; j < std::max(a.size(), b.size()); ++j) {
+      const std::string then = j < a.size() ? layout_text(a[j]) : "none";
+      const std::string now = j < b.size() ? layout_text(b[j]) : "none";
+      if (then != now) {
+        out += (out.empty() ? "" : "; ") + std::string("output ") +
+            std::to_string(i) + (cached[i].is_list ? "[" + std::to_string(j) + "]" : "") +
+            ": cached " + then + ", recomputed " + now;
+      }
+    }
+  }
+  return out;
+}
+
 std::shared_ptr<const Layouts> find_layouts(const Plan& plan,
                                             c10::ArrayRef<c10::IValue> args,
                                             SameArguments same,
-                                            std::string* miss_key) {
-  if (!key_of(plan, args, same, buffer())) {
+                                            LayoutsKey* miss,
+                                            RecomputeLayouts recompute) {
+  const runtime::DispatchState state = runtime::DispatchState::current();
+  if (!key_of(plan, args, same, state, buffer())) {
     return nullptr;
   }
   const auto it = cache().find(buffer());
   if (it != cache().end()) {
-    return it->second;
+    if (runtime::verify_caches()) {
+      // Held apart from the table: recomputing may run calls of its own.
+      const Entry entry = it->second;
+      std::string difference;
+      try {
+        difference = layouts_difference(*entry.layouts, recompute());
+      } catch (const std::exception& e) {
+        difference = std::string("cached layouts, but recomputing raises: ") +
+            e.what();
+      }
+      if (!difference.empty()) {
+        const std::string now = unkeyed_of(args);
+        runtime::raise_stale_cache(
+            "layouts", plan.name, difference, entry.state,
+            entry.unkeyed == now ? std::string()
+                                 : "then " + entry.unkeyed + "now " + now);
+      }
+      runtime::count_verified_hit("layouts");
+      return entry.layouts;
+    }
+    return it->second.layouts;
   }
-  if (miss_key != nullptr) {
-    *miss_key = buffer();
+  if (miss != nullptr) {
+    miss->key = buffer();
+    miss->state = state;
+    if (runtime::verify_caches()) {
+      miss->unkeyed = unkeyed_of(args);
+    }
   }
   return nullptr;
 }
 
-void remember_layouts(std::string key, std::shared_ptr<const Layouts> layouts) {
-  if (key.empty()) {
+void remember_layouts(LayoutsKey key, std::shared_ptr<const Layouts> layouts) {
+  if (key.key.empty()) {
     return;
   }
   if (cache().size() >= kMaxEntries) {
     cache().clear();  // entries are shared: callers holding one keep it
   }
-  cache().insert_or_assign(std::move(key), std::move(layouts));
+  cache().insert_or_assign(
+      std::move(key.key),
+      Entry{std::move(layouts), key.state, std::move(key.unkeyed)});
 }
 
 }  // namespace torch_infini::ops

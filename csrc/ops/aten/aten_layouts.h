@@ -2,17 +2,20 @@
 
 // The outputs' metadata of generic-kernel calls, cached per thread by the
 // call's overload, argument metadata and values (the floating-point values
-// of a call writing only its inputs by class: see aten_layouts.cpp): a
-// call like one seen before gets its outputs' metadata without running
-// anything.
+// of a call writing only its inputs by class: see aten_layouts.cpp), and
+// the global and thread-local state its kernels read
+// (runtime/dispatch_state.h): a call like one seen before, under the same
+// state, gets its outputs' metadata without running anything.
 
 #include <ATen/core/ivalue.h>
+#include <c10/util/FunctionRef.h>
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "ops/aten/aten_plan.h"
+#include "runtime/dispatch_state.h"
 
 namespace torch_infini::ops {
 
@@ -23,18 +26,38 @@ namespace torch_infini::ops {
 // a call is cached apart from one whose output is separate.
 using SameArguments = uint64_t;
 
+// How a miss would lay the call out, for the verification mode
+// (TORCH_INFINI_VERIFY_CACHES=1), which recomputes every hit.
+using RecomputeLayouts = c10::function_ref<Layouts()>;
+
+// A call's key in the cache, taken before it runs (running it may resize
+// its outputs), with the state it was taken under and, in the verification
+// mode, what of its arguments the key leaves out on purpose (storage
+// offsets, CPU scalars' values, floating values keyed by class), to name
+// them when a hit differs. An empty `key`: the call cannot be keyed.
+struct LayoutsKey {
+  std::string key;
+  runtime::DispatchState state;
+  std::string unkeyed;
+};
+
 // The cached layouts of a call like `args` of `plan`, or nullptr (not seen
 // yet, or an argument of a kind the cache does not key: such calls are
-// never cached). A hit allocates nothing. On a miss of a call that can be
-// keyed, `*miss_key` (when given) receives its key, for remember_layouts:
-// taken before the call runs, since running it may resize its outputs.
+// never cached). A hit allocates nothing. On a miss, `*miss` (when given)
+// receives the call's key for remember_layouts. In the verification mode a
+// hit is checked against `recompute()`, and a difference raises.
 std::shared_ptr<const Layouts> find_layouts(const Plan& plan,
                                             c10::ArrayRef<c10::IValue> args,
-                                            SameArguments same = 0,
-                                            std::string* miss_key = nullptr);
+                                            SameArguments same,
+                                            LayoutsKey* miss,
+                                            RecomputeLayouts recompute);
 
-// Caches `layouts` under a key from find_layouts (an empty key: the call
-// could not be keyed, and nothing is cached).
-void remember_layouts(std::string key, std::shared_ptr<const Layouts> layouts);
+// Caches `layouts` under a key from find_layouts (nothing where the call
+// could not be keyed).
+void remember_layouts(LayoutsKey key, std::shared_ptr<const Layouts> layouts);
+
+// What differs between two calls' layouts ("result 0: sizes [2] then [3]"),
+// or empty where they agree.
+std::string layouts_difference(const Layouts& cached, const Layouts& fresh);
 
 }  // namespace torch_infini::ops

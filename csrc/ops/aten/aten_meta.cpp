@@ -196,8 +196,10 @@ Layouts run_on_meta(const Plan& plan, const c10::OperatorHandle& op,
 std::shared_ptr<const Layouts> output_layouts(const Plan& plan,
                                               const c10::OperatorHandle& op,
                                               c10::ArrayRef<c10::IValue> args) {
-  std::string key;
-  if (auto cached = find_layouts(plan, args, 0, &key)) {
+  LayoutsKey key;
+  if (auto cached = find_layouts(plan, args, 0, &key, [&] {
+        return run_on_meta(plan, op, args);
+      })) {
     return cached;
   }
   auto layouts = std::make_shared<const Layouts>(run_on_meta(plan, op, args));

@@ -35,6 +35,9 @@ struct Plan {
   // Tensor?[] arguments: the indices of index, index_put and their kin,
   // which may be CPU tensors (moved to the device, as CUDA moves them).
   std::vector<size_t> index_lists;
+  // Plain Tensor arguments that CUDA also takes from the CPU (index_fill's
+  // index), moved to the device like index_lists: see cpu_accepted_index.
+  std::vector<size_t> cpu_indices;
   std::vector<bool> written_out;  // per written argument: kwarg-only out=
   // Every return is a written argument (in-place and out= overloads).
   bool returns_only_written = false;

@@ -38,6 +38,8 @@
 
 #include "runtime/aten_route.h"
 #include "runtime/bool_operands.h"
+#include "runtime/cache_verification.h"
+#include "runtime/dispatch_state.h"
 #include "runtime/infini/device_scalars.h"
 #include "runtime/ivalue_tensors.h"
 
@@ -234,41 +236,79 @@ std::optional<std::string> error_on_cpu(const AtenCall& call,
   return std::nullopt;
 }
 
+// The verification mode's check of a cached try's answer
+// (runtime/cache_verification.h): the try made again must agree.
+struct CachedTry {
+  bool answer;
+  DispatchState state;  // what it was tried under (in the key)
+};
+using CachedTries = std::unordered_map<OperatorKey, CachedTry, OperatorKeyHash>;
+
+template <typename Try>
+void verify_binding_try(const char* cache, const AtenCall& call,
+                        const CachedTry& cached, Try&& try_again) {
+  if (!verify_caches()) {
+    return;
+  }
+  if (try_again() != cached.answer) {
+    raise_stale_cache(cache, c10::toString(call.op.operator_name()),
+                      std::string("cached ") + (cached.answer ? "yes" : "no") +
+                          ", tried again " + (cached.answer ? "no" : "yes"),
+                      cached.state);
+  }
+  count_verified_hit(cache);
+}
+
 // Whether ATen's kernel of `call.op` accepts uint8 tensors in place of its
 // bool outputs: most do (comparisons, logical_*, all/any), a few insist on
-// bool (isneginf, isposinf). Tried once per overload, on CPU zeros laid out
-// as the call's tensors; a functional overload (its results appended to its
-// arguments) cannot be tried and is not.
+// bool (isneginf, isposinf). Tried once per thread, overload, its tensors'
+// dtypes and ranks and the state ATen's checks read
+// (runtime/dispatch_state.h), on CPU zeros laid out as the call's tensors;
+// a functional overload (its results appended to its arguments) cannot be
+// tried and is not.
 bool takes_uint8_for_bool(const AtenCall& call) {
   if (!call.results_into.empty()) {
     return false;
   }
-  // By the schema's (stable) address: no string made per call.
-  static std::mutex mutex;
-  static std::unordered_map<const c10::FunctionSchema*, bool> known;
-  const c10::FunctionSchema* name = &call.op.schema();
-  {
-    std::lock_guard<std::mutex> lock(mutex);  // a lookup, no device call
-    const auto it = known.find(name);
-    if (it != known.end()) {
-      return it->second;
-    }
-  }
-  torch::jit::Stack cpu;
+  const DispatchState state = DispatchState::current();
+  OperatorKey key;
+  key.words.push_back(reinterpret_cast<intptr_t>(&call.op.schema()));
   for (const c10::IValue& value : call.args) {
-    cpu.push_back(map_tensors(value, [](const at::Tensor& t) {
-      if (!t.defined() || t.device().is_cpu()) {
-        return t;
-      }
-      const c10::ScalarType dtype = t.scalar_type() == c10::ScalarType::Bool
-          ? c10::ScalarType::Byte
-          : t.scalar_type();
-      return at::zeros(t.sizes(), t.options().device(at::kCPU).dtype(dtype));
-    }));
+    map_tensors(value, [&key](const at::Tensor& t) {
+      key.words.push_back(t.defined() ? static_cast<int64_t>(t.scalar_type())
+                                      : -1);
+      key.words.push_back(t.defined() ? t.dim() : -1);
+      return t;
+    });
   }
-  const bool accepted = !error_on_cpu(call, &cpu).has_value();
-  std::lock_guard<std::mutex> lock(mutex);
-  known.emplace(name, accepted);
+  append_state(key, state);
+  const auto try_on_cpu = [&call] {
+    torch::jit::Stack cpu;
+    for (const c10::IValue& value : call.args) {
+      cpu.push_back(map_tensors(value, [](const at::Tensor& t) {
+        if (!t.defined() || t.device().is_cpu()) {
+          return t;
+        }
+        const c10::ScalarType dtype = t.scalar_type() == c10::ScalarType::Bool
+            ? c10::ScalarType::Byte
+            : t.scalar_type();
+        return at::zeros(t.sizes(),
+                         t.options().device(at::kCPU).dtype(dtype));
+      }));
+    }
+    return !error_on_cpu(call, &cpu).has_value();
+  };
+  thread_local CachedTries known;
+  const auto it = known.find(key);
+  if (it != known.end()) {
+    verify_binding_try("bool outputs as uint8", call, it->second, try_on_cpu);
+    return it->second.answer;
+  }
+  const bool accepted = try_on_cpu();
+  if (known.size() >= 1024) {
+    known.clear();  // bounded, as the operator caches are
+  }
+  known.emplace(std::move(key), CachedTry{accepted, state});
   return accepted;
 }
 
@@ -309,38 +349,45 @@ bool resizes_outputs_in_passing(const AtenCall& call) {
       key.words.push_back(-5);  // lists, doubles, Scalars: their kind only
     }
   }
-  thread_local std::unordered_map<OperatorKey, bool, OperatorKeyHash> known;
+  const DispatchState state = DispatchState::current();
+  append_state(key, state);
+  const auto try_on_cpu = [&call, &schema] {
+    std::vector<at::Tensor> fixed;  // the outputs' memory, alive for the try
+    torch::jit::Stack cpu;
+    for (size_t i = 0; i < call.args.size(); ++i) {
+      const bool output = i < schema.size() && schema[i].alias_info() &&
+          schema[i].alias_info()->isWrite();
+      cpu.push_back(map_tensors(call.args[i], [&](const at::Tensor& t) {
+        if (!t.defined() || t.device().is_cpu()) {
+          return t;
+        }
+        const auto options = t.options().device(at::kCPU);
+        if (!output) {
+          return at::zeros(t.sizes(), options);
+        }
+        fixed.push_back(at::zeros({static_cast<int64_t>(
+                                      t.storage().nbytes() / t.itemsize() + 1)},
+                                  options));
+        return at::from_blob(fixed.back().data_ptr(), t.sizes(), t.strides(),
+                             options);
+      }));
+    }
+    const std::optional<std::string> error = error_on_cpu(call, &cpu);
+    return error.has_value() &&
+        error->find("not resizable") != std::string::npos;
+  };
+  thread_local CachedTries known;
   const auto it = known.find(key);
   if (it != known.end()) {
-    return it->second;
+    verify_binding_try("outputs resized in passing", call, it->second,
+                       try_on_cpu);
+    return it->second.answer;
   }
-  std::vector<at::Tensor> fixed;  // the outputs' memory, alive for the try
-  torch::jit::Stack cpu;
-  for (size_t i = 0; i < call.args.size(); ++i) {
-    const bool output = i < schema.size() && schema[i].alias_info() &&
-        schema[i].alias_info()->isWrite();
-    cpu.push_back(map_tensors(call.args[i], [&](const at::Tensor& t) {
-      if (!t.defined() || t.device().is_cpu()) {
-        return t;
-      }
-      const auto options = t.options().device(at::kCPU);
-      if (!output) {
-        return at::zeros(t.sizes(), options);
-      }
-      fixed.push_back(at::zeros({static_cast<int64_t>(
-                                    t.storage().nbytes() / t.itemsize() + 1)},
-                                options));
-      return at::from_blob(fixed.back().data_ptr(), t.sizes(), t.strides(),
-                           options);
-    }));
-  }
-  const std::optional<std::string> error = error_on_cpu(call, &cpu);
-  const bool resizes =
-      error.has_value() && error->find("not resizable") != std::string::npos;
+  const bool resizes = try_on_cpu();
   if (known.size() >= 1024) {
     known.clear();  // bounded, as the operator caches are
   }
-  known.emplace(std::move(key), resizes);
+  known.emplace(std::move(key), CachedTry{resizes, state});
   return resizes;
 }
 

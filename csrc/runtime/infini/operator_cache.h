@@ -14,6 +14,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "runtime/dispatch_state.h"
 #include "runtime/kernels.h"
 
 namespace torch_infini::runtime::infini {
@@ -35,6 +36,14 @@ struct OperatorKeyHash {
     return h;
   }
 };
+
+// Appends the global and thread-local state (runtime/dispatch_state.h) to
+// the key of a decision that runs ATen's code to find its answer.
+inline void append_state(OperatorKey& key, const DispatchState& state) {
+  for (uint64_t w : state.words) {
+    key.words.push_back(static_cast<int64_t>(w));
+  }
+}
 
 // Appends a tensor's layout (rank, sizes, strides) to `key`.
 inline void append_layout(OperatorKey& key, const TensorArg& t) {

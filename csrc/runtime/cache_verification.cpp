@@ -1,0 +1,45 @@
+#include "runtime/cache_verification.h"
+
+#include <c10/util/Exception.h>
+
+#include <atomic>
+
+#include "runtime/env.h"
+
+namespace torch_infini::runtime {
+namespace {
+
+std::atomic<uint64_t> verified{0};
+std::atomic<uint64_t> differences{0};
+
+}  // namespace
+
+bool verify_caches() {
+  static const bool on = env_switch("TORCH_INFINI_VERIFY_CACHES", false);
+  return on;
+}
+
+void count_verified_hit(const char* /*cache*/) {
+  verified.fetch_add(1, std::memory_order_relaxed);
+}
+
+void raise_stale_cache(const char* cache, const std::string& op,
+                       const std::string& answer, const DispatchState& was,
+                       const std::string& unkeyed) {
+  differences.fetch_add(1, std::memory_order_relaxed);
+  const std::string state = DispatchState::current().differences_from(was);
+  TORCH_CHECK(false, "TORCH_INFINI_VERIFY_CACHES: the ", cache,
+              " cache answered ", op, " with a stale answer: ", answer,
+              ". State that differs from when it was cached: ",
+              state.empty() ? std::string("none of the keyed state") : state,
+              unkeyed.empty() ? std::string()
+                              : "; arguments that differ outside the key: " +
+                                    unkeyed,
+              ". The part that differs belongs in the cache's key.");
+}
+
+CacheVerificationCounts cache_verification_counts() {
+  return {verified.load(), differences.load()};
+}
+
+}  // namespace torch_infini::runtime

@@ -1,0 +1,39 @@
+#pragma once
+
+// The verification mode of the call path's caches,
+// TORCH_INFINI_VERIFY_CACHES=1: every cache hit recomputes its answer as a
+// miss would and compares. A difference raises, naming the cache, the
+// operator, what differs in the answer, and which parts of the state the
+// cached answer was made under differ from the caller's (the part of the
+// key that should have differed); the counts say how many hits were checked.
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/dispatch_state.h"
+
+namespace torch_infini::runtime {
+
+// Whether the mode is on (read once per process).
+bool verify_caches();
+
+// Counts one hit of `cache` that was recomputed and agreed.
+void count_verified_hit(const char* cache);
+
+// Raises for a hit whose recomputed answer differs: `answer` says how
+// (cached against recomputed), `was` is the state the answer was cached
+// under, and `unkeyed` what else differs between the two calls (values the
+// key leaves out on purpose), if the cache records it.
+[[noreturn]] void raise_stale_cache(const char* cache,
+                                    const std::string& op,
+                                    const std::string& answer,
+                                    const DispatchState& was,
+                                    const std::string& unkeyed = {});
+
+struct CacheVerificationCounts {
+  uint64_t verified = 0;     // hits recomputed and equal
+  uint64_t differences = 0;  // hits recomputed and different (each raised)
+};
+CacheVerificationCounts cache_verification_counts();
+
+}  // namespace torch_infini::runtime

@@ -1,0 +1,59 @@
+"""The verification mode of the call path's caches
+(TORCH_INFINI_VERIFY_CACHES=1, docs/caches.md): every cache hit recomputes
+its answer and compares. Run over the tests that change state between
+calls of the same operation, and a sample of OpInfo under another default
+dtype: they pass, every hit agrees, and there were hits to verify.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import run_python
+
+TESTS = Path(__file__).resolve().parent
+VERIFIED_FILES = [
+    "ops/test_cache_state.py",
+    "ops/test_default_dtype_opinfo.py",
+    "ops/test_repeated_calls.py",
+]
+
+
+def test_the_state_tests_and_an_opinfo_sample_under_verification():
+    env = dict(os.environ, TORCH_INFINI_VERIFY_CACHES="1")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+         *[str(TESTS / f) for f in VERIFIED_FILES]],
+        cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=1200)
+    tail = result.stdout[-3000:]
+    assert result.returncode == 0, tail + result.stderr[-2000:]
+    found = re.search(r"cache verification: (\d+) hits verified, (\d+) differences", result.stdout)
+    assert found, tail
+    verified, differences = int(found.group(1)), int(found.group(2))
+    assert differences == 0 and verified > 100, tail
+
+
+def test_a_hit_under_another_state_is_recomputed_not_reused():
+    result = run_python("""
+        import torch, torch_infini
+        a = torch.arange(1, 7, dtype=torch.int32, device='infini').reshape(2, 3)
+        for _ in range(3):
+            assert (a / a).dtype == torch.float32
+        torch.set_default_dtype(torch.float64)
+        for _ in range(2):
+            assert (a / a).dtype == torch.float64
+        counts = torch_infini._C._cache_verification()
+        assert counts['enabled'] and counts['verified'] == 3 and counts['differences'] == 0, counts
+        print('OK')
+    """, env={"TORCH_INFINI_VERIFY_CACHES": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "OK"
+
+
+def test_the_mode_is_off_by_default():
+    counts = __import__("torch_infini")._C._cache_verification()
+    assert counts == {"enabled": False, "verified": 0, "differences": 0}
