@@ -1,6 +1,9 @@
 // Tensor creation and resizing on the infini device: empty, empty_strided,
 // resize_, and the storage resize the hooks expose.
 
+#include <ATen/Context.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/DeviceGuard.h>
@@ -58,6 +61,22 @@ void check_not_pinned(std::optional<bool> pin_memory) {
               "device memory already");
 }
 
+// CPU's rule for new memory under torch.use_deterministic_algorithms(True)
+// with torch.utils.deterministic.fill_uninitialized_memory (the default):
+// NaN for floating and complex dtypes, the largest value for the others.
+bool fills_uninitialized_memory() {
+  const auto& context = at::globalContext();
+  return C10_UNLIKELY(context.deterministicAlgorithms() &&
+                      context.deterministicFillUninitializedMemory());
+}
+
+at::Tensor filled_if_deterministic(at::Tensor t) {
+  if (fills_uninitialized_memory() && t.numel() > 0) {
+    at::native::fill_empty_deterministic_(t);
+  }
+  return t;
+}
+
 at::Tensor empty_memory_format(at::IntArrayRef size,
                                std::optional<at::ScalarType> dtype,
                                std::optional<at::Layout> layout,
@@ -69,8 +88,9 @@ at::Tensor empty_memory_format(at::IntArrayRef size,
               "infini supports only the strided layout, got ", *layout);
   c10::DeviceGuard guard(at::Device(kInfini, target_device(device)));
   constexpr c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
-  return at::detail::empty_generic(size, allocator::get(), ks,
-                                   c10::dtype_or_default(dtype), memory_format);
+  return filled_if_deterministic(at::detail::empty_generic(
+      size, allocator::get(), ks, c10::dtype_or_default(dtype),
+      memory_format));
 }
 
 at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
@@ -82,8 +102,8 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
   TORCH_CHECK(!layout.has_value() || *layout == at::kStrided,
               "infini supports only the strided layout, got ", *layout);
   c10::DeviceGuard guard(at::Device(kInfini, target_device(device)));
-  return empty_strided_on_current_device(size, stride,
-                                         c10::dtype_or_default(dtype));
+  return filled_if_deterministic(empty_strided_on_current_device(
+      size, stride, c10::dtype_or_default(dtype)));
 }
 
 const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
@@ -109,8 +129,13 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
       at::detail::computeStorageNbytes(self.sizes(), self.strides(),
                                        self.dtype().itemsize(),
                                        self.storage_offset());
-  if (self.numel() > 0 && needed > self.storage().nbytes()) {
+  const size_t old_nbytes = self.storage().nbytes();
+  if (self.numel() > 0 && needed > old_nbytes) {
     resize_storage_bytes(self.storage(), needed);
+    if (fills_uninitialized_memory()) {
+      at::native::fill_resize_deterministic_(self,
+                                             static_cast<int64_t>(old_nbytes));
+    }
   }
   return self;
 }
@@ -137,8 +162,13 @@ at::Tensor& set_storage(at::Tensor& self, c10::Storage source,
   }
   const size_t needed = at::detail::computeStorageNbytes(
       self.sizes(), self.strides(), self.dtype().itemsize(), storage_offset);
-  if (self.numel() > 0 && needed > self.storage().nbytes()) {
+  const size_t old_nbytes = self.storage().nbytes();
+  if (self.numel() > 0 && needed > old_nbytes) {
     resize_storage_bytes(self.storage(), needed);
+    if (fills_uninitialized_memory()) {
+      at::native::fill_resize_deterministic_(self,
+                                             static_cast<int64_t>(old_nbytes));
+    }
   }
   return self;
 }

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from infini_testing import DEV, FLOAT_IDS, FLOATS, matches_cpu, sample, unserved_skips
+from infini_testing import DEV, FLOAT_IDS, FLOATS, assert_same, matches_cpu, sample, unserved_skips
 
 
 def values(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:
@@ -153,3 +153,13 @@ def test_cpu_index_still_refused_where_cuda_refuses(op):
             x.index_select(0, idx)
         else:
             x.gather(0, idx.view(2, 1).expand(2, 3))
+
+
+@pytest.mark.parametrize("value", [5.0, torch.tensor(-2.5)], ids=["scalar", "tensor"])
+def test_index_fill_takes_a_cpu_index_as_cuda_does(value):
+    x = sample((3, 5), torch.float32)
+    index = torch.tensor([0, 3])
+    want = x.clone().index_fill_(1, index, value)
+    got = x.to(DEV).index_fill_(1, index, value)
+    assert_same(got, want)
+    assert_same(x.to(DEV).index_fill(1, index, value), x.index_fill(1, index, value))

@@ -377,3 +377,27 @@ def test_generator_operators_draw_the_cpus_numbers(name, rng_states_kept):
     if name == "poisson":
         torch.testing.assert_close(torch.poisson(xd.abs(), generator=gen).cpu(),
                                    torch.poisson(x.abs(), generator=torch.Generator().manual_seed(11)), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("make", [
+    pytest.param(lambda d: torch.randint(0, 3, (0,), dtype=torch.complex64, device=d), id="randint_complex"),
+    pytest.param(lambda d: torch.rand(0, dtype=torch.int64, device=d), id="rand_int64"),
+    pytest.param(lambda d: torch.empty(0, dtype=torch.bool, device=d).uniform_(), id="uniform_bool"),
+    pytest.param(lambda d: torch.empty(0, 3, dtype=torch.float32, device=d).uniform_(2.0, 1.0), id="uniform_bounds"),
+])
+def test_empty_draws_make_cpu_checks(make):
+    """An empty draw draws nothing, but CPU checks its dtype and bounds all the
+    same: infini raises the same error type with CPU's message."""
+    with pytest.raises(Exception) as cpu:
+        make("cpu")
+    with pytest.raises(type(cpu.value)) as dev:
+        make("infini")
+    assert str(dev.value).split("\n")[0] == str(cpu.value).split("\n")[0]
+
+
+def test_empty_draws_leave_the_generator_as_it_was():
+    torch.infini.manual_seed(7)
+    state = torch.infini.get_rng_state()
+    torch.rand(0, device="infini")
+    torch.empty(0, dtype=torch.int64, device="infini").random_(0, 5)
+    assert torch.equal(torch.infini.get_rng_state(), state)

@@ -13,7 +13,9 @@
 // from pageable memory. The generator's lock is held only while drawing,
 // never across a device call.
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/core/Tensor.h>
 
 #include <mutex>
@@ -49,6 +51,14 @@ template <typename Draw>
 const at::Tensor& fill(const char* op, const at::Tensor& self,
                        const std::optional<at::Generator>& gen, Draw&& draw) {
   if (self.numel() == 0) {
+    // Nothing to draw, but CPU's checks still apply (torch.rand(0,
+    // dtype=torch.int64) raises there): the draw runs on an empty CPU
+    // tensor, from a throwaway generator, leaving the device's as it was.
+    at::Tensor empty = at::empty_strided(
+        self.sizes(), self.strides(),
+        at::TensorOptions().dtype(self.scalar_type()));
+    std::forward<Draw>(draw)(empty,
+                             at::make_generator<at::CPUGeneratorImpl>());
     return self;
   }
   InfiniGeneratorImpl* impl = generator_for(op, gen, self.device().index());

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "runtime/device_trace.h"
+#include "runtime/host/denormal_mode.h"
 #include "runtime/host/host_graph.h"
 #include "runtime/env.h"
 
@@ -213,13 +214,14 @@ uint64_t HostStream::enqueue(Task task, bool may_block) {
   }
   bool wake = false;
   uint64_t ticket = 0;
+  const uint32_t denormals = denormal_mode();
   {
     std::unique_lock<std::mutex> lock(mutex_);
     const Clock::rep now = Clock::now().time_since_epoch().count();
     if (queue_.empty()) {
       became_busy_ = now;
     }
-    queue_.push_back(std::move(task));
+    queue_.push_back({std::move(task), denormals});
     ticket = ++submitted_;
     last_enqueue_ = now;
     // Deferred: a lone task is likely the one its submitter is about to wait
@@ -353,7 +355,8 @@ void HostStream::wake_deferred() {
 }
 
 void HostStream::run_front(std::unique_lock<std::mutex>& lock) {
-  Task task = std::move(queue_.front());
+  Task task = std::move(queue_.front().task);
+  const uint32_t denormals = queue_.front().denormals;
   queue_.pop_front();
   // Tasks complete in order, one at a time: the front one is the next ticket.
   const uint64_t ticket = completed_.load() + 1;
@@ -361,7 +364,11 @@ void HostStream::run_front(std::unique_lock<std::mutex>& lock) {
   // Never hold the queue lock while work runs: submitters must not wait on
   // the device.
   lock.unlock();
-  std::string failure = execute(task);
+  std::string failure;
+  {
+    DenormalModeGuard as_submitted(denormals);
+    failure = execute(task);
+  }
   // Destroy the task (and what it captured) before reporting completion, so
   // that synchronize() really means "nothing of it is left".
   task = nullptr;

@@ -107,7 +107,12 @@ class HostStream {
   std::mutex mutex_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
-  std::deque<Task> queue_;
+  // Each task with its submitter's denormal mode (host/denormal_mode.h).
+  struct QueuedTask {
+    Task task;
+    uint32_t denormals;
+  };
+  std::deque<QueuedTask> queue_;
   // Written under mutex_ (so condition variables see them consistently), read
   // without it while spinning.
   std::atomic<uint64_t> submitted_{0};
