@@ -74,6 +74,7 @@ try:
     from . import fused_ops  # torch.ops.infini.swiglu, silu_and_mul, causal_softmax
     from . import _autograd
     from . import _compile
+    from . import _dlpack
     from . import infini as _infini_module
     from . import multiprocessing as _multiprocessing
     from .diagnostics import diagnostics, operator_table, registered_operators
@@ -124,6 +125,7 @@ if _LOAD_ERROR is None:
         fallback._setup_from_environment()
         backend_support._setup_from_environment()
         _autograd.install()
+        _dlpack.install()
         decompositions.install()
         _meta_kernels.install()
         _transfer_from_environment()
