@@ -412,6 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     _run_on_the_host_runtime(argv if argv is not None else sys.argv[1:])
+    json_path = os.path.abspath(args.json) if args.json and args.json != _STDOUT else None  # the program may chdir
     running = _stdout_to_stderr() if args.json == _STDOUT else contextlib.nullcontext()
     with running:
         result = run(program, time=not args.no_time, compile_backend=args.compile_backend,
@@ -422,8 +423,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(as_json, file=sys.__stdout__, flush=True)
         return int(result["exit"] != 0)
     text = "\n\n".join(format_report(rep, limit=0 if args.all else 12) for rep in reports)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as file:
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as file:
             file.write(as_json + "\n")
         text += f"\n\nthe report as JSON: {args.json}"
     print(text, file=sys.__stdout__, flush=True)
