@@ -69,6 +69,48 @@ with torch.no_grad():
 """
 
 
+# Written for CUDA, unmodified: .cuda(), device="cuda", torch.cuda.*. Prints
+# its output and a gradient (marked lines) for the CPU oracle, and a line of
+# its own for the tests of where its output goes.
+CUDA_WRITTEN = """
+import json
+import torch
+
+assert torch.cuda.is_available()
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).cuda()
+x = torch.linspace(-2, 2, 32, device="cuda").reshape(4, 8)
+y = model(x)
+y.square().sum().backward()
+torch.cuda.synchronize()
+print("the program's own line")
+print("OUTPUT", json.dumps(y.detach().cpu().tolist()))
+print("GRAD", json.dumps(model[0].weight.grad.cpu().tolist()))
+"""
+
+CPU_ONLY = """
+import torch
+
+x = torch.randn(4, 8)
+print("on the cpu:", tuple((x @ x.t()).shape))
+"""
+
+
+def _cpu_oracle() -> tuple[torch.Tensor, torch.Tensor]:
+    """CUDA_WRITTEN's output and first weight's gradient, on the CPU."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    x = torch.linspace(-2, 2, 32).reshape(4, 8)
+    y = model(x)
+    y.square().sum().backward()
+    return y.detach(), model[0].weight.grad
+
+
+def _marked(stdout: str, mark: str) -> torch.Tensor:
+    line = next(line for line in stdout.splitlines() if line.startswith(mark + " "))
+    return torch.tensor(json.loads(line[len(mark) + 1:]))
+
+
 # coverage.run records the calls of this process's provider: the programs'
 # calls below are the host runtime's (on the Infini stack some would be
 # refused, others run as their decompositions). The command, which runs the
@@ -194,18 +236,22 @@ def test_compiled_mlp_reports_the_eager_operators_its_graph_calls(tmp_path):
 
 def _command(*args: str, timeout: float = HANG_GUARD_S) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TORCH_INFINI_TRANSFER_CUDA", None)  # the command's own switch is under test
     return subprocess.run([sys.executable, "-m", "torch_infini", "coverage", *args], capture_output=True,
                           text=True, timeout=timeout, env=env, cwd=ROOT)
 
 
 def test_the_command_json_and_summary(tmp_path):
-    script = _script(tmp_path, FORWARD)
+    """--json alone: stdout is the JSON only; the program's prints go to stderr."""
+    script = _script(tmp_path, FORWARD + "\nprint('the program prints this')\n")
     done = _command("--backend", "cambricon", "--infiniops", support.BASELINE_PIN, "--json", "--no-time",
                     "--", script, "--reps", "3")
     assert done.returncode == 0, done.stderr
     rep = json.loads(done.stdout)
+    assert "the program prints this" in done.stderr
     assert rep["backend"] == "cambricon" and rep["infiniops"]["short"] == support.BASELINE_PIN
     assert rep["provider"] == "host"
+    assert rep["cuda_switch"] == "applied" and rep["ran_on_infini"] is True
     assert _calls(rep, "aten::mm") == 3
     done = _command("--backend", "cambricon,cpu", "--no-time", "--", script, "--reps", "3")
     assert done.returncode == 0, done.stderr
@@ -218,7 +264,69 @@ def test_the_command_json_and_summary(tmp_path):
     assert text.count("aten::native_layer_norm") == 2
 
 
+def test_a_program_written_for_cuda_runs_unmodified(tmp_path):
+    """The command applies the CUDA-to-infini switch itself: the program's
+    results equal CPU PyTorch's, its calls are counted, and the report says
+    the switch was applied. Without the switch the same program fails."""
+    script = _script(tmp_path, CUDA_WRITTEN)
+    done = _command("--backend", "nvidia", "--no-time", "--", script)
+    assert done.returncode == 0, done.stdout + done.stderr
+    output, grad = _cpu_oracle()
+    torch.testing.assert_close(_marked(done.stdout, "OUTPUT"), output)
+    torch.testing.assert_close(_marked(done.stdout, "GRAD"), grad)
+    report_text = done.stdout[done.stdout.index("torch-infini coverage: "):]
+    assert coverage.CUDA_SWITCH["applied"] in report_text
+    assert "the program ended with exit status" not in report_text
+    assert "made no call on the infini device" not in report_text
+    addmm = next(line.split() for line in report_text.splitlines() if line.strip().startswith("aten::addmm "))
+    assert int(addmm[1]) == 2  # the two Linear layers' forward
+
+    done = _command("--backend", "nvidia", "--no-time", "--no-cuda-switch", "--", script)
+    assert done.returncode == 1
+    assert coverage.CUDA_SWITCH["off"] in done.stdout
+    assert "the program ended with exit status 1" in done.stdout
+
+
+def test_a_cpu_only_program_is_reported_as_such(tmp_path):
+    """A program that never touches infini gets a plain sentence, not a
+    table of zeros."""
+    script = _script(tmp_path, CPU_ONLY)
+    done = _command("--backend", "ascend", "--no-time", "--", script)
+    assert done.returncode == 0, done.stderr
+    assert "on the cpu: (4, 4)" in done.stdout
+    assert "the program made no call on the infini device: it ran on the CPU" in done.stdout
+    assert "native on ascend" not in done.stdout
+    run = coverage.run([script], time=False)
+    rep = coverage.report(run, "ascend")
+    assert run["exit"] == 0 and rep["ran_on_infini"] is False and rep["total_calls"] == 0
+    run = coverage.run([_script(tmp_path, CPU_ONLY + "raise SystemExit(4)\n")], time=False)
+    text = coverage.format_report(coverage.report(run, "ascend"))
+    assert "the program ended with exit status 4" in text
+    assert "the program made no call on the infini device before it ended" in text
+
+
+def test_json_path_is_clean_json_and_the_program_prints_on_the_terminal(tmp_path):
+    script = _script(tmp_path, CUDA_WRITTEN)
+    path = tmp_path / "report.json"
+    done = _command("--backend", "nvidia", "--no-time", "--json", str(path), "--", script)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the program's own line" in done.stdout
+    assert f"the report as JSON: {path}" in done.stdout
+    assert done.stdout.count("torch-infini coverage: ") == 1  # the text report too
+    checked = subprocess.run([sys.executable, "-m", "json.tool", str(path)], capture_output=True, text=True,
+                             timeout=HANG_GUARD_S)
+    assert checked.returncode == 0, checked.stderr
+    rep = json.loads(checked.stdout)
+    assert "the program's own line" not in path.read_text()
+    assert rep["script"] == script and rep["backend"] == "nvidia" and rep["exit"] == 0
+    assert rep["cuda_switch"] == "applied" and rep["ran_on_infini"] is True
+    assert _calls(rep, "aten::addmm") == 2
+    _check_totals(rep)
+
+
 @pytest.mark.parametrize("args, message", [
+    (["--backend", "nvidia", "--json", "program.py"], "the report would overwrite a Python file"),
+    (["--backend", "nvidia", "--json", "/no/such/folder/report.json"], "no folder /no/such/folder"),
     (["--backend", "cuda"], "unknown InfiniOps backend 'cuda'"),
     (["--backend", "nvidia", "--infiniops", "abcdef1"], "no InfiniOps support matrix for pin 'abcdef1'"),
     (["--backend", "nvidia", "--"], "no program"),

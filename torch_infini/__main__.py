@@ -1,6 +1,6 @@
 """``python -m torch_infini [--ops] [--json]``: diagnostics and the operator table.
 
-``python -m torch_infini coverage --backend NAME [--infiniops PIN] [--json] -- script.py [args]``:
+``python -m torch_infini coverage --backend NAME [--infiniops PIN] [--json [PATH]] -- script.py [args]``:
 what of a program an InfiniOps backend serves natively (torch_infini/coverage.py).
 
 The diagnostics never fail: they print every line they can, then each

@@ -1,4 +1,4 @@
-"""``python -m torch_infini coverage --backend NAME [--infiniops PIN] [--json] -- script.py [args]``
+"""``python -m torch_infini coverage --backend NAME [--infiniops PIN] [--json [PATH]] -- script.py [args]``
 
 Runs a program, unchanged, on the host runtime and reports, for every ATen
 overload it called on infini tensors, how an InfiniOps backend would serve it
@@ -12,17 +12,26 @@ overload it called on infini tensors, how an InfiniOps backend would serve it
 Calls are counted by the operator coverage record
 (:mod:`torch_infini.fallback`); time is each operator's device time, as the
 profiler's device timeline measures it (``--no-time`` skips the profiler).
+
+The command turns the CUDA-to-infini switch on (:mod:`torch_infini.transfer_to_infini`)
+before the program runs, so a program written for CUDA runs as it is
+(``--no-cuda-switch`` leaves it off); the report says whether it was on, and
+says so plainly when the program made no call on infini at all.
+``--json PATH`` writes the report as JSON to PATH, the program's own output
+staying on the terminal; ``--json`` alone prints it on stdout and sends the
+program's stdout to stderr, so that stdout holds the JSON only.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import runpy
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from . import backend_support as support
@@ -78,10 +87,40 @@ def _compile_with(backend_name: str):
     return lambda: setattr(torch, "compile", original)
 
 
-def run(argv: Sequence[str], time: bool = True, compile_backend: str | None = None) -> dict[str, Any]:
+#: What ``run`` reports of the CUDA-to-infini switch (``cuda_switch``).
+CUDA_SWITCH = {
+    "applied": "the CUDA-to-infini switch was applied by the command (as `import torch_infini.transfer_to_infini` "
+               "does): 'cuda' devices and torch.cuda calls are mapped onto infini",
+    "on": "the CUDA-to-infini switch was already on (TORCH_INFINI_TRANSFER_CUDA=1 or torch_infini.transfer_to_infini): "
+          "'cuda' devices and torch.cuda calls are mapped onto infini",
+    "off": "the CUDA-to-infini switch was off (--no-cuda-switch): a program written for CUDA fails here",
+}
+
+
+def _apply_cuda_switch(transfer_cuda: bool) -> str:
+    """Turns the CUDA-to-infini switch on when `transfer_cuda` asks, for this
+    process and, through its environment variable, for the processes the
+    program starts. Returns the switch's state as :data:`CUDA_SWITCH` names it."""
+    from torch_infini import _transfer
+
+    if _transfer.is_enabled():
+        return "on"
+    if not transfer_cuda:
+        return "off"
+    _transfer.enable()
+    os.environ[_transfer.ENVIRONMENT_VARIABLE] = "1"
+    return "applied"
+
+
+def run(argv: Sequence[str], time: bool = True, compile_backend: str | None = None,
+        transfer_cuda: bool = False) -> dict[str, Any]:
     """Runs ``argv[0]`` as ``__main__`` with ``argv`` as ``sys.argv``,
     recording every operator it calls on infini tensors. Returns the
-    coverage record's rows, per-overload device times, and how it ended."""
+    coverage record's rows, per-overload device times, how it ended, and the
+    state of the CUDA-to-infini switch (``cuda_switch``: ``applied``, ``on``
+    or ``off``). With `transfer_cuda` the switch is turned on first; it then
+    stays on for the process, as the switch always does (the command's
+    default; off here so that a caller's process is not changed unasked)."""
     import torch
 
     import torch_infini  # noqa: F401  (the device)
@@ -89,7 +128,7 @@ def run(argv: Sequence[str], time: bool = True, compile_backend: str | None = No
 
     provider = torch_infini.diagnostics().get("provider")
     result: dict[str, Any] = {"script": argv[0], "argv": list(argv[1:]), "provider": provider,
-                              "exit": 0, "error": None}
+                              "exit": 0, "error": None, "cuda_switch": _apply_cuda_switch(transfer_cuda)}
     prof = None
     if time:
         from torch.profiler import ProfilerActivity, profile
@@ -156,6 +195,7 @@ def report(run_result: dict[str, Any], backend: str, pin: str = support.CURRENT_
             "ran_on_host_as": entry["ran"],
         })
     counted = [o for o in overloads if o["status"] != "composite"]
+    on_infini = any(entry["calls"] for entry in calls.values())
     total_calls = sum(o["calls"] for o in counted) or 1
     total_ms = (run_result["device_total_ms"] if timed else sum(o["time_ms"] for o in counted)) or 1.0
     for o in overloads:
@@ -184,6 +224,8 @@ def report(run_result: dict[str, Any], backend: str, pin: str = support.CURRENT_
         "schemas_from_torch": matrix["generated_with"]["torch"],
         "script": run_result["script"], "argv": run_result["argv"], "provider": run_result["provider"],
         "exit": run_result["exit"], "error": run_result["error"],
+        "cuda_switch": run_result.get("cuda_switch", "off"),
+        "ran_on_infini": on_infini,
         "time": "device" if timed else "host",
         "total_calls": sum(o["calls"] for o in counted),
         "total_time_ms": round(total_ms if timed else sum(o["time_ms"] for o in counted), 4),
@@ -211,6 +253,12 @@ def format_report(rep: dict[str, Any], limit: int = 12) -> str:
     if rep["exit"] or rep["error"]:
         lines.append(f"  the program ended with exit status {rep['exit']}" +
                      (f": {rep['error']}" if rep["error"] else ""))
+    lines.append(f"  {CUDA_SWITCH[rep['cuda_switch']]}")
+    if not rep["ran_on_infini"]:
+        what = (" before it ended" if rep["exit"] or rep["error"] else ": it ran on the CPU")
+        lines.append(f"  the program made no call on the infini device{what}, so there is nothing to report "
+                     f"for {b} (its tensors and modules must be on 'infini', or on 'cuda' with the switch on)")
+        return "\n".join(lines)
     g = rep["groups"]
     lines.append(f"  {'':<60}{'overloads':>9}  {'calls':>8}  {'calls %':>7}  {'time %':>7}")
     for status, title in GROUPS.items():
@@ -282,7 +330,54 @@ def _run_on_the_host_runtime(argv: Sequence[str]) -> None:
         os.execv(sys.executable, [sys.executable, "-m", "torch_infini", "coverage", *argv])
 
 
+#: ``--json`` without a path: the report goes to stdout.
+_STDOUT = "-"
+
+
+def _json_destination(value: str | None) -> str | None:
+    """Checks ``--json``'s PATH before the program runs (a long run must not
+    end in an unwritable report): an error message, or None when it is fine."""
+    if value is None or value == _STDOUT:
+        return None
+    if value.endswith(".py"):
+        return (f"--json {value}: the report would overwrite a Python file; give the report's path after --json "
+                "and the program after --, e.g. --json report.json -- script.py")
+    folder = os.path.dirname(os.path.abspath(value))
+    if not os.path.isdir(folder):
+        return f"--json {value}: no folder {folder}"
+    if os.path.isdir(value):
+        return f"--json {value}: a folder, not a file"
+    if not os.access(folder, os.W_OK):
+        return f"--json {value}: cannot write in {folder}"
+    return None
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Sends what is written to stdout (file descriptor 1: Python's prints,
+    C code, child processes) to stderr while it is held, so that stdout is
+    left for the JSON report."""
+    for stream in (sys.stdout, sys.__stdout__, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.__stdout__):
+            if stream is not None:
+                with contextlib.suppress(Exception):
+                    stream.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m torch_infini coverage``: parses `argv` (default
+    ``sys.argv[1:]``), runs the program and prints or writes the reports.
+    Returns the exit status: 0 when the program ended well, 1 otherwise;
+    argparse exits with 2 for a bad command line."""
     parser = argparse.ArgumentParser(prog="python -m torch_infini coverage", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", required=True, type=_backends, metavar="NAME[,NAME...]",
@@ -291,7 +386,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--infiniops", default=support.CURRENT_PIN, metavar="PIN",
                         help=f"the InfiniOps pin (default {support.CURRENT_PIN}; the package has "
                              f"{', '.join(support.pins())})")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--json", nargs="?", const=_STDOUT, metavar="PATH",
+                        help="write the report as JSON to PATH (the text report and the program's own output "
+                             "stay on the terminal); --json alone prints the JSON on stdout and sends the "
+                             "program's stdout to stderr")
+    parser.add_argument("--no-cuda-switch", action="store_true",
+                        help="leave the CUDA-to-infini switch off (by default the command turns it on, so that "
+                             "a program written for CUDA runs on infini unmodified)")
     parser.add_argument("--all", action="store_true", help="list every overload, not the costliest of each group")
     parser.add_argument("--no-time", action="store_true",
                         help="skip the profiler: shares of host time at the call instead of device time")
@@ -301,6 +402,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("program", nargs=argparse.REMAINDER, help="-- script.py [args]")
     args = parser.parse_args(argv)
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    problem = _json_destination(args.json)
+    if problem:
+        parser.error(problem)
     if not program:
         parser.error("no program: give it after --, e.g. -- script.py --steps 2")
     try:
@@ -308,11 +412,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     _run_on_the_host_runtime(argv if argv is not None else sys.argv[1:])
-    result = run(program, time=not args.no_time, compile_backend=args.compile_backend)
+    json_path = os.path.abspath(args.json) if args.json and args.json != _STDOUT else None  # the program may chdir
+    running = _stdout_to_stderr() if args.json == _STDOUT else contextlib.nullcontext()
+    with running:
+        result = run(program, time=not args.no_time, compile_backend=args.compile_backend,
+                     transfer_cuda=not args.no_cuda_switch)
     reports = [report(result, backend, args.infiniops) for backend in args.backend]
-    if args.json:
-        out = json.dumps(reports[0] if len(reports) == 1 else reports, indent=1)
-    else:
-        out = "\n\n".join(format_report(rep, limit=0 if args.all else 12) for rep in reports)
-    print(out, file=sys.__stdout__, flush=True)
+    as_json = json.dumps(reports[0] if len(reports) == 1 else reports, indent=1)
+    if args.json == _STDOUT:
+        print(as_json, file=sys.__stdout__, flush=True)
+        return int(result["exit"] != 0)
+    text = "\n\n".join(format_report(rep, limit=0 if args.all else 12) for rep in reports)
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as file:
+            file.write(as_json + "\n")
+        text += f"\n\nthe report as JSON: {args.json}"
+    print(text, file=sys.__stdout__, flush=True)
     return int(result["exit"] != 0)

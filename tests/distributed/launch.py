@@ -14,10 +14,13 @@ from hang_guard import HANG_GUARD_S
 WORKER = Path(__file__).with_name("worker.py")
 
 
-def launch(world_size: int, backend: str, timeout: float = HANG_GUARD_S) -> dict:
-    """Runs every scenario of worker.py on ``world_size`` ranks.
+def launch(world_size: int, backend: str, timeout: float = HANG_GUARD_S, worker: Path = WORKER) -> dict:
+    """Runs every scenario of ``worker`` (worker.py by default) on
+    ``world_size`` ranks, each started as ``worker RANK WORLD_SIZE STORE_FILE
+    OUT_DIR BACKEND`` and writing ``OUT_DIR/rank<r>.json``.
 
-    Returns ``{"ranks": [{scenario: None | traceback}, ...], "error": str | None}``;
+    Returns ``{"ranks": [rank r's JSON, ...], "error": str | None}`` (worker.py's:
+    ``{scenario: None | traceback}``);
     ``error`` says why a rank gave no results (exit status, timeout, stderr tail).
     The ranks meet through a FileStore and gloo uses the loopback interface
     only (127.0.0.1); every rank is killed at ``timeout``."""
@@ -37,7 +40,7 @@ def launch(world_size: int, backend: str, timeout: float = HANG_GUARD_S) -> dict
             log = open(os.path.join(tmp, f"rank{rank}.log"), "w+")
             logs.append(log)
             procs.append(subprocess.Popen(
-                [sys.executable, str(WORKER), str(rank), str(world_size), store, tmp, backend],
+                [sys.executable, str(worker), str(rank), str(world_size), store, tmp, backend],
                 env=env, stdout=log, stderr=subprocess.STDOUT))
         deadline = time.monotonic() + timeout
         timed_out = False
