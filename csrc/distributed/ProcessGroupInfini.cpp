@@ -161,7 +161,9 @@ ProcessGroupInfini::ProcessGroupInfini(c10::intrusive_ptr<c10d::Backend> host,
                                        c10::intrusive_ptr<c10d::Store> store)
     : c10d::Backend(rank, size),
       host_(std::move(host)),
-      direct_(!force_staging && runtime::provider().capabilities().host_addressable),
+      direct_(!force_staging &&
+              runtime::provider().capabilities().host_addressable &&
+              !runtime::provider().capabilities().protected_memory),
       comm_streams_(static_cast<size_t>(device_count())),
       queue_(std::make_unique<StagedQueue>()) {
   TORCH_CHECK(host_, "infini process group: no host backend");

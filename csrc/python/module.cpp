@@ -58,6 +58,7 @@ py::dict provider_info() {
   capabilities["blocking_events"] = caps.blocking_events;
   capabilities["graphs"] = caps.graphs;
   capabilities["host_addressable"] = caps.host_addressable;
+  capabilities["protected_memory"] = caps.protected_memory;
   capabilities["host_funcs"] = caps.host_funcs;
   py::dict info;
   info["provider"] = p.name();

@@ -45,6 +45,11 @@ struct Capabilities {
   // (once the streams' work on them is done), as the built-in runtime's are:
   // host-side engines (gloo for torch.distributed) may then work in place.
   bool host_addressable = false;
+  // Device memory is reachable only inside the runtime's own work (the host
+  // runtime's TORCH_INFINI_PROTECT_DEVICE_MEMORY=1): kernels and host
+  // functions on its streams may address it, other threads (a collective
+  // library's) may not, and must copy through host buffers.
+  bool protected_memory = false;
   // launch_host_func queues host functions on streams.
   bool host_funcs = false;
 };

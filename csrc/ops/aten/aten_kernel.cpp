@@ -51,6 +51,7 @@
 #include "ops/op_coverage.h"
 #include "runtime/aten_ops.h"
 #include "runtime/aten_route.h"
+#include "runtime/current_operator.h"
 #include "runtime/ivalue_tensors.h"
 
 namespace torch_infini::ops {
@@ -525,6 +526,7 @@ bool keeps_layouts(const std::vector<std::pair<size_t, Layout>>& before,
 void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
                  torch::jit::Stack* stack) {
   const Plan& plan = plan_of(op);
+  const runtime::OperatorScope named(plan.name.c_str());  // for fault reports
   const auto& schema = op.schema();
   const auto args = torch::jit::last(*stack, schema.arguments().size());
   const c10::Device device = call_device(plan, schema, args);

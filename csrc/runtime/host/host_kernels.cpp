@@ -13,6 +13,7 @@
 #include "runtime/device_trace.h"
 #include "runtime/host/host_aliases.h"
 #include "runtime/host/host_provider.h"
+#include "runtime/host/memory_protection.h"
 #include "runtime/kernels.h"
 
 namespace torch_infini::runtime::host {
@@ -282,6 +283,7 @@ class HostKernels final : public OpKernels {
 
   void aten_now(const c10::OperatorHandle& op,
                 torch::jit::Stack& stack) override {
+    DeviceMemoryAccess direct_run;  // a kernel, run on the calling thread
     Aliases aliases;
     for (c10::IValue& value : stack) {
       value = aliases.convert(value);

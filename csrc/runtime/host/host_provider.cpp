@@ -13,6 +13,7 @@
 #include "runtime/device_trace.h"
 #include "runtime/env.h"
 #include "runtime/host/host_graph.h"
+#include "runtime/host/memory_protection.h"
 #include "runtime/kernels.h"
 
 namespace torch_infini::runtime::host {
@@ -66,6 +67,7 @@ HostProvider::HostProvider() {
   caps_.blocking_events = true;
   caps_.graphs = true;  // runtime/host/host_graph.h
   caps_.host_addressable = true;
+  caps_.protected_memory = memory_protection_on();
   caps_.host_funcs = true;
   kernels_ = make_host_kernels(*this);
 }
@@ -101,7 +103,8 @@ void* HostProvider::malloc(int device, size_t bytes) {
       return nullptr;
     }
   } while (!d.used_bytes.compare_exchange_weak(used, used + rounded));
-  void* ptr = std::aligned_alloc(kAlignment, rounded);
+  void* ptr = memory_protection_on() ? protected_malloc(rounded)
+                                     : std::aligned_alloc(kAlignment, rounded);
   if (ptr == nullptr) {
     d.used_bytes -= rounded;
     return nullptr;
@@ -125,7 +128,11 @@ void HostProvider::free(int device, void* ptr) {
     allocations_.erase(it);
   }
   dev(device).used_bytes -= bytes;
-  std::free(ptr);
+  if (memory_protection_on()) {
+    protected_free(ptr, bytes);
+  } else {
+    std::free(ptr);
+  }
 }
 
 void* HostProvider::malloc_host(size_t bytes) {

@@ -16,6 +16,7 @@
 #include "runtime/device_trace.h"
 #include "runtime/host/denormal_mode.h"
 #include "runtime/host/host_graph.h"
+#include "runtime/host/memory_protection.h"
 #include "runtime/env.h"
 
 // OpenMP, weakly: PyTorch's libgomp provides them; with another runtime (or
@@ -367,6 +368,7 @@ void HostStream::run_front(std::unique_lock<std::mutex>& lock) {
   std::string failure;
   {
     DenormalModeGuard as_submitted(denormals);
+    DeviceMemoryAccess runtime_work;  // the mode's one door: see memory_protection.h
     failure = execute(task);
   }
   // Destroy the task (and what it captured) before reporting completion, so
