@@ -105,7 +105,8 @@ at::Tensor& add_into(const at::Tensor& self_in, const at::Tensor& other_in,
   check_same_infini_device(kAddOp, self, other);
   if (has_out) {
     TORCH_CHECK(out.device() == self.device(), kAddOp,
-                ": out= tensor is on ", out.device(), " but the operands are on ",
+                ": expected all tensors to be on the same device, but out= is on ",
+                out.device(), " and the operands on ",
                 self.device());
   }
   const bool integral = c10::isIntegralType(self.scalar_type(), true);

@@ -22,6 +22,7 @@
 #include "core/InfiniHostAllocator.h"
 #include "core/InfiniStream.h"
 #include "ops/common.h"
+#include "ops/sync_debug.h"
 
 namespace torch_infini::ops {
 namespace {
@@ -138,6 +139,7 @@ void host_to_device(const at::Tensor& src, const at::Tensor& dst,
     copy_async(src, dst, src, dst, runtime::MemcpyKind::kHostToDevice);
     return;
   }
+  check_sync("a copy from pageable host memory to infini");
   const c10::DeviceIndex device = dst.device().index();
   c10::DeviceGuard guard(dst.device());
   // Convert and lay out on the CPU side, where it is cheap and exact.
@@ -164,6 +166,7 @@ void device_to_host(const at::Tensor& src, const at::Tensor& dst,
     copy_async(src, dst, dst, src, runtime::MemcpyKind::kDeviceToHost);
     return;
   }
+  check_sync("a copy from infini to the host");
   const c10::DeviceIndex device = src.device().index();
   c10::DeviceGuard guard(src.device());
   const at::Tensor source = contiguous_on_device(src);

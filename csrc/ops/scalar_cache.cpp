@@ -11,6 +11,7 @@
 
 #include "core/InfiniGraph.h"
 #include "core/InfiniStream.h"
+#include "ops/sync_debug.h"
 
 namespace torch_infini::ops {
 namespace {
@@ -57,7 +58,10 @@ at::Tensor device_scalar(const at::Scalar& value, at::ScalarType dtype,
     on_device.fill_(value);
     return on_device;
   }
-  on_device.copy_(cpu_value);
+  {
+    const OwnSync once_per_value;
+    on_device.copy_(cpu_value);
+  }
   std::lock_guard<std::mutex> guard(mutex);
   if (cache.size() < kMaxCachedScalars) {
     cache.emplace(key, on_device);

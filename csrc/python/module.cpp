@@ -17,6 +17,7 @@
 #include "ops/fallback/fallback_policy.h"
 #include "ops/nn/fused.h"
 #include "ops/op_coverage.h"
+#include "ops/sync_debug.h"
 #include "runtime/cache_verification.h"
 #include "runtime/device_trace.h"
 #include "python/compile_bindings.h"
@@ -186,6 +187,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "None; a functional overload's results appended); empty where it "
         "can.");
   m.def("_is_in_bad_fork", &runtime::in_bad_fork);
+  m.def("_get_sync_debug_mode", &ops::sync_debug_mode);
+  m.def("_set_sync_debug_mode", &ops::set_sync_debug_mode);
   m.def("_cache_verification", [] {
     const auto counts = runtime::cache_verification_counts();
     py::dict d;

@@ -203,3 +203,12 @@ def test_quantized_tensors_refused_at_the_call_naming_the_feature(make):
         make(torch.randn(2, 3).to(DEV))
     assert "Could not run" not in str(info.value)
     torch.infini.synchronize()
+
+
+@pytest.mark.parametrize("out", [torch.empty([], dtype=torch.long), torch.empty(0, dtype=torch.long)], ids=["0dim", "1dim"])
+def test_an_out_argument_on_the_cpu_is_refused_as_cuda_refuses_it(out):
+    x = torch.tensor([0, 1, 2, 0]).to(DEV)
+    with pytest.raises(RuntimeError, match="on the same device"):
+        torch.nonzero(x, out=out)
+    with pytest.raises(RuntimeError, match="on the same device"):
+        torch.add(x, 1, out=out)

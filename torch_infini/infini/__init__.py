@@ -31,6 +31,7 @@ from .graphs import (
     is_current_stream_capturing,
     make_graphed_callables,
 )
+from ._sync_debug import get_sync_debug_mode, set_sync_debug_mode
 from .amp import get_amp_supported_dtype
 from .memory import (
     empty_cache,
@@ -96,6 +97,7 @@ __all__ = [
     "get_device_properties",
     "get_rng_state",
     "get_rng_state_all",
+    "get_sync_debug_mode",
     "init",
     "initial_seed",
     "is_available",
@@ -126,6 +128,7 @@ __all__ = [
     "set_rng_state",
     "set_rng_state_all",
     "set_stream",
+    "set_sync_debug_mode",
     "stream",
     "synchronize",
 ]

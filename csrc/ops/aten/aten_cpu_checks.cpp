@@ -54,7 +54,7 @@ std::exception_ptr cpu_error(const c10::OperatorHandle& op,
 }
 
 Layouts cpu_layouts(const Plan& plan, const c10::OperatorHandle& op,
-                    c10::ArrayRef<c10::IValue> args) {
+                    c10::ArrayRef<c10::IValue> args, bool values) {
   std::unordered_map<const void*, at::Tensor> storages;
   const auto cpu_copy = [&](const at::Tensor& t) {
     if (!t.defined() || t.device().type() != kInfini) {
@@ -62,7 +62,9 @@ Layouts cpu_layouts(const Plan& plan, const c10::OperatorHandle& op,
     }
     at::Tensor& bytes = storages[t.storage().data()];
     const auto nbytes = static_cast<int64_t>(t.storage().nbytes());
-    if (!bytes.defined()) {
+    if (!bytes.defined() && !values) {
+      bytes = at::zeros({nbytes}, at::TensorOptions().dtype(at::kByte));
+    } else if (!bytes.defined()) {
       const at::Tensor on_device =
           at::empty({0}, t.options().dtype(at::kByte))
               .set_(t.storage(), 0, {nbytes}, {1});

@@ -28,10 +28,12 @@ std::exception_ptr cpu_error(const c10::OperatorHandle& op,
 // (ops/aten/aten_direct.h): the call run on CPU copies of its arguments'
 // storages, values and aliasing kept (each read through the runtime, after
 // the work queued on it), generators replaced by fresh CPU ones, so that
-// nothing on the device or in a generator changes. For the verification
-// mode (runtime/cache_verification.h): it synchronizes.
+// nothing on the device or in a generator changes. With `values` the
+// copies hold the device's values (the verification mode,
+// runtime/cache_verification.h: it synchronizes); without, zeros (CPU's
+// checks of everything but the values, and nothing read from the device).
 Layouts cpu_layouts(const Plan& plan, const c10::OperatorHandle& op,
-                    c10::ArrayRef<c10::IValue> args);
+                    c10::ArrayRef<c10::IValue> args, bool values = true);
 
 // Raises CPU's error for a call known to be bad, or `fallback_error` where
 // CPU accepts it (the message is CPU's, not a meta function's).

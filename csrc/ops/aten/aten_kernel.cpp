@@ -49,6 +49,7 @@
 #include "ops/common.h"
 #include "ops/fallback/fallback.h"
 #include "ops/op_coverage.h"
+#include "ops/sync_debug.h"
 #include "runtime/aten_ops.h"
 #include "runtime/aten_route.h"
 #include "runtime/current_operator.h"
@@ -139,6 +140,8 @@ Plan make_plan(const c10::OperatorHandle& op) {
   plan.family = runtime::aten_op_family(plan.name);
   plan.elementwise = plan.family != nullptr && plan.family->elementwise;
   plan.sync_reason = sync_reason_of(op);
+  plan.checks_on_device = checks_values_on_device(op);
+  plan.synchronizes_on_cuda = synchronizes_on_cuda(op);
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     const auto list = schema.arguments()[i].type()->cast<c10::ListType>();
     if (list && list->getElementType()->cast<c10::OptionalType>() &&
@@ -253,14 +256,20 @@ c10::Device call_device(const Plan& plan, const c10::FunctionSchema& schema,
     device = c10::Device(kInfini, current_device());
   }
   for_each_tensor(args, [&](const at::Tensor& t, size_t i) {
+    // A CPU 0-dim tensor stands for a scalar only where it is read: an out=
+    // tensor on the CPU is refused, as CUDA refuses it.
+    const bool read_scalar = t.dim() == 0 &&
+        std::find(plan.written.begin(), plan.written.end(), i) ==
+            plan.written.end();
     if (!t.defined() || t.device() == *device ||
-        (t.device().is_cpu() && (t.dim() == 0 || is_index_list(plan, i)))) {
+        (t.device().is_cpu() && (read_scalar || is_index_list(plan, i)))) {
       return;
     }
-    TORCH_CHECK(false, plan.name, ": expected all tensors on the same "
-                "infini device (", *device, "), but argument '", schema.arguments()[i].name(), "' is on ",
-                t.device(), "; move it with .to('", device->str(),
-                "') first");
+    TORCH_CHECK(false, plan.name, ": expected all tensors to be on the same "
+                "device, but argument '", schema.arguments()[i].name(),
+                "' is on ", t.device(), " and the others on ", *device,
+                " (the same infini device); move it with .to('",
+                device->str(), "') first");
   });
   return *device;
 }
@@ -571,8 +580,20 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
         queue_call(plan, op, target, *layouts, stack);
         return;
       }
-      // The first call of its kind: CPU's errors and metadata, then cached.
       const auto before = same_written_layouts(plan, args, same);
+      if (plan.checks_on_device) {
+        // Its values are checked where it runs, for every call: the layouts
+        // (and CPU's other errors) from CPU on zero-filled copies, then
+        // queued like a later call.
+        auto layouts = std::make_shared<const Layouts>(
+            cpu_layouts(plan, op, args, /*values=*/false));
+        if (keeps_layouts(before, *layouts)) {
+          remember_layouts(std::move(key), layouts);
+          queue_call(plan, op, target, *layouts, stack);
+          return;
+        }
+      }
+      // The first call of its kind: CPU's errors and metadata, then cached.
       auto learned = run_direct(plan, op, target, stack);
       if (!keeps_layouts(before, *learned)) {
         key.key.clear();  // resizes an input it writes: always run directly
@@ -586,6 +607,10 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
                            ? "it indexes by a boolean mask, so its result's "
                              "shape depends on the data"
                            : plan.sync_reason);
+    }
+    if (plan.synchronizes_on_cuda ||
+        (plan.sync_reason.empty() && indexes_by_mask(args))) {
+      check_sync(plan.name.c_str());
     }
     run_direct(plan, op, target, stack);
     return;

@@ -51,6 +51,11 @@ struct Plan {
       std::make_shared<std::atomic<bool>>(false);
   // Non-empty: every call synchronizes and runs directly (ops/aten/aten_registry.h).
   std::string sync_reason;
+  // CUDA checks its values in the kernel: its errors come at the next
+  // synchronization for every call (ops/aten/aten_registry.h).
+  bool checks_on_device = false;
+  // CUDA's kernel makes the host wait too (ops/sync_debug.h reports it).
+  bool synchronizes_on_cuda = false;
   // Elementwise results take their inputs' layout (the meta path's fix-up).
   bool elementwise = false;
   // Tagged pointwise, it or an overload of its operator (PyTorch tags

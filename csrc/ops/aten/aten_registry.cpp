@@ -30,6 +30,39 @@ const std::set<std::string>& data_dependent() {
   return names;
 }
 
+// Where an operator's values are checked decides when its errors are
+// raised, as on CUDA, and for every call alike (not by whether a call of its
+// kind ran before). One table, by operator name (every overload):
+//   - on the host, before anything is launched (CPU and CUDA both read the
+//     values there): raised at the call. Such calls run at the call, after
+//     the stream;
+//   - in the kernel (CUDA's device-side asserts: an index out of range):
+//     raised at the next synchronization, naming the operator, the first
+//     call of its kind included (its outputs' layouts are learned from CPU
+//     on zero-filled copies instead of a direct run).
+enum class ValueChecks { kNone, kOnHost, kOnDevice };
+
+ValueChecks value_checks_of(const std::string& name) {
+  static const std::set<std::string> on_host = {
+      "aten::segment_reduce",  // the lengths' and offsets' checks
+  };
+  static const std::set<std::string> on_device = {
+      "aten::index_select",   "aten::gather",
+      "aten::take",           "aten::embedding",
+      "aten::_embedding_bag", "aten::_embedding_bag_forward_only",
+      "aten::max_unpool2d",   "aten::max_unpool3d",
+      "aten::index_add",      "aten::index_add_",
+      "aten::index_copy",     "aten::index_copy_",
+      "aten::scatter",        "aten::scatter_",
+      "aten::scatter_add",    "aten::scatter_add_",
+      "aten::scatter_reduce", "aten::scatter_reduce_",
+  };
+  if (on_host.count(name)) {
+    return ValueChecks::kOnHost;
+  }
+  return on_device.count(name) ? ValueChecks::kOnDevice : ValueChecks::kNone;
+}
+
 // CompositeExplicitAutograd overloads whose composite calls what only CPU
 // runs with the tensor's device: a CPU-only DispatchStub (conj_physical_),
 // or a helper operator with a CPU kernel alone (cummax's _cummax_helper,
@@ -68,6 +101,10 @@ std::string sync_reason_for(const c10::OperatorHandle& op) {
   const std::string name = c10::toString(op.operator_name());
   if (data_dependent().count(name)) {
     return "its result's shape depends on the data";
+  }
+  if (value_checks_of(op.schema().name()) == ValueChecks::kOnHost) {
+    return "ATen checks its values on the host before it launches (CUDA "
+           "reads them back too)";
   }
   for (const auto& ret : op.schema().returns()) {
     if (!is_tensor_type(ret.real_type())) {
@@ -143,6 +180,16 @@ const std::vector<AtenEntry>& generic_aten_entries() { return entries(); }
 
 std::string sync_reason_of(const c10::OperatorHandle& op) {
   return sync_reason_for(op);
+}
+
+bool synchronizes_on_cuda(const c10::OperatorHandle& op) {
+  // Every reason to synchronize but drawing from the device generator's
+  // state on the host, which is the host runtime's way, not CUDA's.
+  return !sync_reason_for(op).empty() && !takes_generator(op.schema());
+}
+
+bool checks_values_on_device(const c10::OperatorHandle& op) {
+  return value_checks_of(op.schema().name()) == ValueChecks::kOnDevice;
 }
 
 }  // namespace torch_infini::ops

@@ -41,4 +41,13 @@ const std::vector<AtenEntry>& generic_aten_entries();
 // Why `op` always takes the synchronizing path; empty when it is queued.
 std::string sync_reason_of(const c10::OperatorHandle& op);
 
+// Whether CUDA's kernel of `op` makes the host wait too (its result's shape
+// depends on the data, it returns a value, it reads values on the host):
+// what torch.infini.set_sync_debug_mode reports (ops/sync_debug.h).
+bool synchronizes_on_cuda(const c10::OperatorHandle& op);
+
+// Whether CUDA checks `op`'s values in its kernel (an index out of range):
+// its errors are raised at the next synchronization, for every call.
+bool checks_values_on_device(const c10::OperatorHandle& op);
+
 }  // namespace torch_infini::ops

@@ -241,6 +241,44 @@ std::vector<c10::ScalarType> host_dtypes() {
   return dtypes;
 }
 
+// A queued call of the generic kernel, run where the stream runs it.
+void run_queued(const c10::OperatorHandle& op, const QueuedArgs& args_of_call,
+                const std::optional<TwinOf>& twin_of) {
+  Aliases aliases;
+  torch::jit::Stack args = args_of_call.stack(aliases);
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  if (twin_of) {
+    run_twin(op, *twin_of, args_of_call, std::move(args));
+    return;
+  }
+  const auto results_into = args_of_call.results(aliases);
+  WrittenArgs written(op.schema(), args);
+  op.callBoxed(args);
+  written.finish(op.operator_name());
+  if (results_into.empty()) {
+    return;
+  }
+  // A functional overload leaves its results on the stack: they
+  // must be what the outputs were allocated for.
+  const auto results = flat_results(op.schema(), args);
+  TORCH_CHECK(results.size() == results_into.size(),
+              op.operator_name(), " on infini: ", results.size(),
+              " results where ", results_into.size(), " were expected");
+  for (size_t i = 0; i < results.size(); ++i) {
+    const at::Tensor& into = results_into[i];
+    if (!into.defined()) {
+      continue;
+    }
+    TORCH_CHECK(results[i].defined() &&
+                    results[i].sizes() == into.sizes() &&
+                    results[i].scalar_type() == into.scalar_type(),
+                op.operator_name(), " on infini: result ", i,
+                " differs from the call's metadata (the result's "
+                "shape depends on the data); please report it");
+    into.copy_(results[i]);
+  }
+}
+
 class HostKernels final : public OpKernels {
  public:
   explicit HostKernels(HostProvider& provider) : provider_(provider) {
@@ -314,39 +352,13 @@ class HostKernels final : public OpKernels {
                               device, stream, name.overload_name.c_str());
     provider_.stream(device, stream)
         .enqueue([queued = std::move(queued)] {
-          const c10::OperatorHandle& op = queued->op;
-          Aliases aliases;
-          torch::jit::Stack args = queued->args.stack(aliases);
-          at::AutoDispatchBelowADInplaceOrView below_autograd;
-          if (queued->twin_of) {
-            run_twin(op, *queued->twin_of, queued->args, std::move(args));
-            return;
-          }
-          const auto results_into = queued->args.results(aliases);
-          WrittenArgs written(op.schema(), args);
-          op.callBoxed(args);
-          written.finish(op.operator_name());
-          if (results_into.empty()) {
-            return;
-          }
-          // A functional overload leaves its results on the stack: they
-          // must be what the outputs were allocated for.
-          const auto results = flat_results(op.schema(), args);
-          TORCH_CHECK(results.size() == results_into.size(),
-                      op.operator_name(), " on infini: ", results.size(),
-                      " results where ", results_into.size(), " were expected");
-          for (size_t i = 0; i < results.size(); ++i) {
-            const at::Tensor& into = results_into[i];
-            if (!into.defined()) {
-              continue;
-            }
-            TORCH_CHECK(results[i].defined() &&
-                            results[i].sizes() == into.sizes() &&
-                            results[i].scalar_type() == into.scalar_type(),
-                        op.operator_name(), " on infini: result ", i,
-                        " differs from the call's metadata (the result's "
-                        "shape depends on the data); please report it");
-            into.copy_(results[i]);
+          try {
+            run_queued(queued->op, queued->args, queued->twin_of);
+          } catch (const c10::Error& e) {
+            // Raised at a later synchronization: the message names the
+            // operator that failed, as the call is long gone.
+            TORCH_CHECK(false, queued->op.operator_name(), ": ",
+                        e.what_without_backtrace());
           }
         });
   }

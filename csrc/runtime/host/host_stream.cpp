@@ -140,6 +140,12 @@ std::string execute(Task& task) {
   return {};
 }
 
+// TORCH_INFINI_LAUNCH_BLOCKING=1 (read once).
+bool launch_blocking() {
+  static const bool on = env_switch("TORCH_INFINI_LAUNCH_BLOCKING", false);
+  return on;
+}
+
 }  // namespace
 
 // Intra-op threads of the kernels a stream worker runs (OpenMP's thread
@@ -233,6 +239,12 @@ uint64_t HostStream::enqueue(Task task, bool may_block) {
   }
   if (wake) {
     work_cv_.notify_one();
+  }
+  if (may_block && launch_blocking() && !on_worker_thread) {
+    // TORCH_INFINI_LAUNCH_BLOCKING=1, as CUDA_LAUNCH_BLOCKING=1: the work is
+    // done, and its error raised, before the call returns.
+    wait_for(ticket);
+    raise_error(ticket);
   }
   return ticket;
 }
