@@ -30,6 +30,7 @@ VARIABLES: dict[str, str] = {
                                     "current one), torch to admit ATen-backed operators; unset (default) is off",
     "TORCH_INFINI_DISTRIBUTED_STAGING": "1 (collectives copy through pinned host buffers) or 0 (default)",
     "TORCH_INFINI_WORKER_THREADS": "an integer from 1 to 4096 (default: the intra-op threads less one, at least 1)",
+    "TORCH_INFINI_LAUNCH_BLOCKING": "1 (every queued kernel and copy finishes, and raises, before its call returns) or 0 (off, default)",
     "TORCH_INFINI_PROTECT_DEVICE_MEMORY": "1 (device memory unreadable outside the host runtime's kernels and copies) or 0 (off, default)",
     "TORCH_INFINI_VERIFY_CACHES": "1 (every cache hit on the call path is recomputed and compared) or 0 (off, default)",
     "TORCH_INFINI_TRANSFER_CUDA": "1 (the CUDA-to-infini switch is on from import torch) or 0 (off, default)",

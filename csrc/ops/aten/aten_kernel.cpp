@@ -31,8 +31,8 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <utility>
 #include <unordered_map>
+#include <utility>
 
 #include "core/InfiniFunctions.h"
 #include "core/InfiniGraph.h"
