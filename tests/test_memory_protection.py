@@ -102,3 +102,29 @@ def test_the_runtimes_own_work_runs_and_equals_cpu():
     """, env=PROTECT)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == "OK"
+
+
+#: The parts of the suite that run under the mode in the test command: streams
+#: and events, copies (pinned, pageable, non-blocking), the generic kernel and
+#: the CPU fallback, serialization, the Python API, distributed.
+PROTECTED_FILES = [
+    "test_streams.py", "test_events.py", "test_copy.py", "test_pinned.py", "ops/test_repeated_calls.py",
+    "ops/test_cache_state.py", "test_cpu_fallback.py", "test_serialization.py", "conformance",
+    "distributed/test_collectives.py", "distributed/test_training.py",
+]
+
+
+@needs_pku
+def test_parts_of_the_suite_under_the_mode():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *[str(tests / f) for f in PROTECTED_FILES]],
+        cwd=tests.parent, env=dict(os.environ, **PROTECT), capture_output=True, text=True, timeout=1500)
+    tail = result.stdout[-3000:] + result.stderr[-2000:]
+    assert result.returncode == 0, tail
+    assert re.search(r"\d+ passed", result.stdout) and "infini: the host touched" not in result.stderr, tail

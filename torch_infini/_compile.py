@@ -186,6 +186,9 @@ def _register_inductor() -> None:
             self.imports.writeline("from torch_infini._C import _synchronize_current_stream")
             if _QUEUED_KERNELS:
                 self.imports.writeline("from torch_infini._C import _launch_host_kernel as launch_host_kernel")
+            if _protected_memory():
+                self.imports.writeline(
+                    "from torch_infini._C import _begin_device_memory_access, _end_device_memory_access")
 
         def make_allocation(self, name: str, device: torch.device, dtype: torch.dtype, shape: Any,
                             stride: Any, allocation_shape: Any = None, is_pinned: bool = False) -> str:
@@ -264,13 +267,24 @@ def _register_inductor() -> None:
             pass
 
         def uuid(self) -> Any:
-            return (get_hash_for_files((__file__,)), _provider_name(), _QUEUED_KERNELS)
+            return (get_hash_for_files((__file__,)), _provider_name(), _QUEUED_KERNELS, _protected_memory())
 
     register_backend_for_device("infini", scheduling, InfiniWrapperCodegen, device_custom_pass=CacheKey())
     register_device_op_overrides("infini", InfiniOpOverrides())
 
 
 _SYNC_LINE = "_synchronize_current_stream(-1)"
+# Around a kernel run on the calling thread where the host runtime protects
+# its device memory (TORCH_INFINI_PROTECT_DEVICE_MEMORY=1): the kernel is the
+# runtime's own work, and may touch it.
+_ACCESS_LINES = ("_begin_device_memory_access()", "_end_device_memory_access()")
+
+
+def _protected_memory() -> bool:
+    """Whether device memory is reachable only inside the runtime's work."""
+    from . import _C
+
+    return bool(_C._provider_info()["capabilities"].get("protected_memory", False))
 
 
 # Whether generated C++ kernels are queued (queues_host_kernels()). Set in
@@ -334,11 +348,15 @@ def _order_host_kernels(lines: list[Any]) -> list[Any]:
                  wrapper.AssertSizeStrideLine, wrapper.KernelDefinitionLine, LineContext)
     ordered: list[Any] = []
     pending = True  # the graph's inputs may still be being written by queued work
+    protected = _protected_memory()
     for line in lines:
         if _runs_on_host(line):
             if pending:
                 ordered.append(_SYNC_LINE)
                 pending = False
+            if protected:
+                ordered.extend((_ACCESS_LINES[0], line, _ACCESS_LINES[1]))
+                continue
         elif isinstance(line, host_only):
             pass
         elif isinstance(line, str) and (not line.strip() or line.lstrip().startswith(("#", "del "))):

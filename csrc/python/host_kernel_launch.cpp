@@ -30,6 +30,7 @@
 #include "core/InfiniFunctions.h"
 #include "core/InfiniStream.h"
 #include "python/compile_bindings.h"
+#include "runtime/host/memory_protection.h"
 #include "runtime/runtime.h"
 
 namespace torch_infini {
@@ -171,6 +172,7 @@ PyObject* launch_host_kernel(PyObject* /*self*/, PyObject* const* argv,
     // Run now, after the stream's work, as the CPU would run it: a CPU
     // tensor may be written by the caller before a queued kernel read it.
     provider.stream_synchronize(stream.device_index(), native_stream(stream));
+    const runtime::host::DeviceMemoryAccess kernel_run;  // on this thread
     call();
   } else {
     provider.launch_host_func(stream.device_index(), native_stream(stream),
@@ -195,6 +197,11 @@ void bind_host_kernel_launch(py::module& m) {
       py::reinterpret_steal<py::object>(PyCFunction_New(&launch_def, nullptr));
   // What the code generator may queue (torch_infini/_compile.py).
   m.attr("_launch_host_kernel_max_args") = kWordArgsAbi ? kMaxArgs : 0;
+  // Around a generated kernel run on the calling thread, where the host
+  // runtime protects its device memory (runtime/host/memory_protection.h).
+  m.def("_begin_device_memory_access",
+        &runtime::host::begin_device_memory_access);
+  m.def("_end_device_memory_access", &runtime::host::end_device_memory_access);
 }
 
 }  // namespace torch_infini

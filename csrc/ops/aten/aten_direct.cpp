@@ -13,6 +13,7 @@
 #include "core/InfiniFunctions.h"
 #include "core/InfiniGenerator.h"
 #include "ops/random/host_random.h"
+#include "ops/sparse/sparse_coo.h"
 #include "runtime/device_trace.h"
 #include "runtime/ivalue_tensors.h"
 #include "runtime/kernels.h"
@@ -49,6 +50,9 @@ bool is_mask(const at::Tensor& t) {
 at::Tensor to_device(const at::Tensor& t, c10::Device device) {
   if (!t.defined()) {
     return t;
+  }
+  if (t.is_sparse()) {  // a sparse gradient (embedding_bag's)
+    return sparse_to_device(t, device);
   }
   at::Tensor source = t.resolve_conj().resolve_neg();
   const bool dense = source.is_non_overlapping_and_dense();

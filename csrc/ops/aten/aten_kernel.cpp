@@ -595,8 +595,16 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
       }
       // The first call of its kind: CPU's errors and metadata, then cached.
       auto learned = run_direct(plan, op, target, stack);
-      if (!keeps_layouts(before, *learned)) {
-        key.key.clear();  // resizes an input it writes: always run directly
+      const auto results = torch::jit::last(*stack, schema.returns().size());
+      const bool sparse = std::any_of(
+          results.begin(), results.end(), [](const c10::IValue& v) {
+            return v.isTensor() && v.toTensor().defined() &&
+                v.toTensor().is_sparse();
+          });
+      if (!keeps_layouts(before, *learned) || sparse) {
+        // Resizes an input it writes, or returns a sparse tensor (which has
+        // no layout to queue into): always run directly.
+        key.key.clear();
       }
       remember_layouts(std::move(key), std::move(learned));
       return;

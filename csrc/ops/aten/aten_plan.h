@@ -105,7 +105,9 @@ inline Layout layout_of(const at::Tensor& t) {
   layout.defined = t.defined();
   if (layout.defined) {
     layout.sizes = t.sizes().vec();
-    layout.strides = t.strides().vec();
+    if (t.layout() == c10::kStrided) {  // a sparse result has none (never cached)
+      layout.strides = t.strides().vec();
+    }
     layout.dtype = t.scalar_type();
   }
   return layout;

@@ -405,14 +405,6 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 
 namespace {
 
-void refuse_sparse(const c10::OperatorHandle& op, torch::jit::Stack*) {
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      false, op.schema().operator_name(),
-      " on infini: sparse layouts are not supported on the infini device; "
-      "use dense (strided) tensors (.to_dense()), or run sparse code on the "
-      "CPU");
-}
-
 void refuse_quantized(const c10::OperatorHandle& op, torch::jit::Stack*) {
   TORCH_CHECK_NOT_IMPLEMENTED(
       false, op.schema().operator_name(),
@@ -427,15 +419,6 @@ void refuse_quantized(const c10::OperatorHandle& op, torch::jit::Stack*) {
 // take one, naming itself (not the dispatcher's missing-kernel message).
 TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_quantized>());
-}
-
-// Sparse tensors on infini: every operator says so, naming itself.
-TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>());
-}
-
-TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>());
 }
 
 }  // namespace torch_infini::ops

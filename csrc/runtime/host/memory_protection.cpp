@@ -11,7 +11,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #include "runtime/current_operator.h"
 #include "runtime/env.h"
@@ -183,6 +185,25 @@ DeviceMemoryAccess::~DeviceMemoryAccess() {
   if (changed_) {
     pkey_set(device_key.load(std::memory_order_relaxed), PKEY_DISABLE_ACCESS);
   }
+}
+
+namespace {
+
+std::vector<std::unique_ptr<DeviceMemoryAccess>>& open_accesses() {
+  thread_local std::vector<std::unique_ptr<DeviceMemoryAccess>> opened;
+  return opened;
+}
+
+}  // namespace
+
+void begin_device_memory_access() {
+  open_accesses().push_back(std::make_unique<DeviceMemoryAccess>());
+}
+
+void end_device_memory_access() {
+  TORCH_CHECK(!open_accesses().empty(), "end_device_memory_access without "
+              "a begin on this thread");
+  open_accesses().pop_back();
 }
 
 }  // namespace torch_infini::runtime::host

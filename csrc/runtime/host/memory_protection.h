@@ -44,4 +44,9 @@ class DeviceMemoryAccess {
   bool changed_ = false;
 };
 
+// The same for code that cannot hold a scope object: a compiled graph's
+// kernel run on the calling thread, between two lines of Python.
+void begin_device_memory_access();
+void end_device_memory_access();
+
 }  // namespace torch_infini::runtime::host
