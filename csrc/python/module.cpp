@@ -17,6 +17,7 @@
 #include "ops/fallback/fallback_policy.h"
 #include "ops/nn/fused.h"
 #include "ops/op_coverage.h"
+#include "ops/sparse/sparse_coo.h"
 #include "ops/sync_debug.h"
 #include "runtime/cache_verification.h"
 #include "runtime/device_trace.h"
@@ -146,6 +147,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   register_hooks();
   // After every static registration of the infini kernels, which it keeps.
   ops::register_generic_aten_kernels();
+  ops::register_sparse_kernels();
   bind_compile(m);
   bind_decompositions(m);
   bind_distributed(m);

@@ -36,7 +36,10 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/InfiniFunctions.h"
@@ -176,6 +179,32 @@ at::Tensor sparse_to_device(const at::Tensor& cpu, c10::Device device) {
   return at::_sparse_coo_tensor_unsafe(
       cpu._indices().to(device), cpu._values().to(device), cpu.sizes(),
       cpu.options().device(device), cpu.is_coalesced());
+}
+
+void register_sparse_kernels() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Kept for the life of the process: dropping it would deregister.
+    static auto library = std::make_unique<torch::Library>(
+        torch::Library::IMPL, "aten", c10::DispatchKey::SparsePrivateUse1,
+        __FILE__, __LINE__);
+    using c10::DispatchKey;
+    for (const auto& name : c10::Dispatcher::singleton().getAllOpNames()) {
+      const auto op = c10::Dispatcher::singleton().findOp(name);
+      if (!op || !op->hasSchema() ||
+          !op->hasKernelForDispatchKey(DispatchKey::SparseCPU) ||
+          op->hasKernelForDispatchKey(DispatchKey::SparsePrivateUse1) ||
+          !(op->hasKernelForDispatchKey(
+                DispatchKey::CompositeExplicitAutograd) ||
+            op->hasKernelForDispatchKey(
+                DispatchKey::CompositeExplicitAutogradNonFunctional))) {
+        continue;
+      }
+      const std::string qualified = c10::toString(name);
+      library->impl(qualified.substr(qualified.find("::") + 2).c_str(),
+                    torch::CppFunction::makeFromBoxedFunction<&run_on_cpu>());
+    }
+  });
 }
 
 // Dense to sparse: CPU's kernel makes the sparse result, which comes back

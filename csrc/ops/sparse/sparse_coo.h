@@ -12,4 +12,10 @@ namespace torch_infini::ops {
 // embedding bag's sparse gradient).
 at::Tensor sparse_to_device(const at::Tensor& cpu, c10::Device device);
 
+// Registers CPU's way (run_on_cpu) for SparsePrivateUse1 on every operator
+// with a SparseCPU kernel whose composite kernel would otherwise take a
+// sparse infini tensor (clone, copy_: a composite works on strided memory);
+// the others reach the key's fallback. After the static registrations.
+void register_sparse_kernels();
+
 }  // namespace torch_infini::ops
