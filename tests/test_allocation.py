@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from infini_testing import on_host
 from infini_testing import sample as _sample
 
 DTYPES = [
@@ -98,12 +99,25 @@ def test_pin_memory_raises():
         torch.empty_strided((2,), (1,), device="infini", pin_memory=True)
 
 
-@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr])
-def test_non_strided_layout_raises(layout):
+def test_compressed_sparse_layout_raises():
     with pytest.raises((RuntimeError, NotImplementedError)):
-        torch.empty(2, 2, device="infini", layout=layout)
+        torch.empty(2, 2, device="infini", layout=torch.sparse_csr)
     with pytest.raises((RuntimeError, NotImplementedError)):
-        torch.empty_strided((2, 2), (2, 1), device="infini", layout=layout)
+        torch.empty_strided((2, 2), (2, 1), device="infini", layout=torch.sparse_csr)
+
+
+def test_sparse_coo_empty_as_on_cpu():
+    if not on_host():
+        with pytest.raises(NotImplementedError, match="sparse tensors are served by the host runtime only"):
+            torch.empty(2, 2, device="infini", layout=torch.sparse_coo) + 1
+        return
+    made = torch.empty(2, 2, device="infini", layout=torch.sparse_coo)
+    want = torch.empty(2, 2, layout=torch.sparse_coo)
+    assert made.is_sparse and made.device.type == "infini" and made.shape == want.shape and made._nnz() == 0
+    with pytest.raises(NotImplementedError):  # CPU has no sparse empty_strided
+        torch.empty_strided((2, 2), (2, 1), layout=torch.sparse_coo)
+    with pytest.raises(NotImplementedError):
+        torch.empty_strided((2, 2), (2, 1), device="infini", layout=torch.sparse_coo)
 
 
 def test_distinct_allocations_do_not_alias():

@@ -58,7 +58,7 @@ def cases() -> list:
     out = []
     for info in optim_db():
         if info.only_supports_sparse_grads:
-            continue  # sparse gradients are refused on infini (documented); see test_optim_db
+            continue  # SparseAdam (sparse gradients only): test_optim_db tests it apart
         # Every implementation by name, each compared with the same one on CPU
         # (the default resolves to one of them, per device: foreach on infini
         # as on CUDA, the per-tensor loop on CPU, for most optimizers).

@@ -2,8 +2,8 @@
 configuration optim_db yields for the device, with the default, foreach,
 fused and differentiable implementations where supported, several steps,
 parameters and optimizer state bit for bit (see ``optim_db_harness``).
-SparseAdam, which only takes sparse gradients, is refused (sparse layouts
-are not supported on infini): that refusal is tested too."""
+SparseAdam, which only takes sparse gradients, is tested apart: on the host
+runtime it trains as on the CPU, and the Infini stack refuses it."""
 
 from __future__ import annotations
 
@@ -36,14 +36,23 @@ def test_stack_known_failures_are_real_cases():
     assert not sorted(set(STACK_KNOWN_FAILURES) - ids)
 
 
-def test_sparse_adam_is_refused_naming_sparse_layouts():
-    """Its sparse gradient is refused where it is made, naming sparse layouts."""
-    p = torch.zeros(4, 3, device=harness.DEV, requires_grad=True)
-    opt = torch.optim.SparseAdam([p])
-    # On an Infini stack without index_select (InfiniOps built WITH_TORCH=OFF), embedding's is refused first.
-    refusal = "sparse layouts are not supported on the infini device"
-    if not on_host():
-        refusal += "|index_select"
-    with pytest.raises(NotImplementedError, match=refusal):
-        torch.nn.functional.embedding(torch.tensor([1, 2], device=harness.DEV), p, sparse=True).sum().backward()
-        opt.step()
+def test_sparse_adam_trains_as_on_cpu_or_is_refused_on_the_stack():
+    """SparseAdam takes the sparse gradients of embedding(sparse=True): on the
+    host runtime they train as on the CPU, bit for bit; the Infini stack
+    (InfiniOps has no sparse kernels) refuses where the gradient is made."""
+    steps = []
+    for dev in ("cpu", harness.DEV):
+        torch.manual_seed(0)
+        p = torch.randn(6, 3, device=dev, requires_grad=True)
+        opt = torch.optim.SparseAdam([p], lr=0.1)
+        if dev != "cpu" and not on_host():
+            with pytest.raises(NotImplementedError, match="sparse|index_select"):
+                torch.nn.functional.embedding(torch.tensor([1, 2, 4], device=dev), p, sparse=True).sum().backward()
+                opt.step()
+            return
+        for _ in range(3):
+            opt.zero_grad()
+            torch.nn.functional.embedding(torch.tensor([1, 2, 4, 2], device=dev), p, sparse=True).pow(2).sum().backward()
+            opt.step()
+        steps.append(p.detach().cpu())
+    assert torch.equal(steps[1], steps[0])
