@@ -47,7 +47,9 @@ def test_a_hit_under_another_state_is_recomputed_not_reused():
         for _ in range(2):
             assert (a / a).dtype == torch.float64
         counts = torch_infini._C._cache_verification()
-        assert counts['enabled'] and counts['verified'] == 3 and counts['differences'] == 0, counts
+        # 3 layouts hits (a second and third call, then a second under float64);
+        # the Infini stack's binding adds its own caches' hits.
+        assert counts['enabled'] and counts['verified'] >= 3 and counts['differences'] == 0, counts
         print('OK')
     """, env={"TORCH_INFINI_VERIFY_CACHES": "1"})
     assert result.returncode == 0, result.stderr
