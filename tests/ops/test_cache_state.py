@@ -14,11 +14,12 @@ default dtype's, the Python scalar's wrap, the flush-denormal one.
 from __future__ import annotations
 
 import contextlib
+import time
 
 import pytest
 import torch
 
-from infini_testing import DEV, assert_same, on_host, sample, unserved_skips
+from infini_testing import DEV, assert_same, hold, on_host, sample, unserved_skips
 
 
 def before_and_after(fn, change, *args) -> None:
@@ -205,8 +206,17 @@ def flush_denormal():
 
 
 def test_flush_denormal():
+    """Denormals are far below any tolerance: compared bit for bit."""
     tiny = torch.tensor([1e-39, -2e-40, 1.0, 3e-38], dtype=torch.float32)
-    before_and_after(lambda x: x * 0.5, flush_denormal, tiny)
+    d = tiny.to(DEV)
+    assert torch.equal((d * 0.5).cpu(), tiny * 0.5)
+    with flush_denormal():
+        want = tiny * 0.5
+        hold(torch.infini.current_stream(), 20)  # the stream's worker runs what follows
+        got = d * 0.5
+        time.sleep(0.1)  # while the caller sleeps, not as the caller's own wait
+        got = got.cpu()
+    assert want[0] == 0 and torch.equal(got, want), (got, want)
 
 
 # -- a Python scalar's type and value ---------------------------------------
