@@ -30,11 +30,17 @@ Key key_of(const at::Tensor& cpu_value, at::Device device) {
 
 at::Tensor device_scalar(const at::Scalar& value, at::ScalarType dtype,
                          at::Device device) {
-  // Converted as a tensor is, as CPU's kernels convert a wrapped number:
-  // uint8_tensor + 256 adds 0 (at::scalar_tensor's range check would refuse).
-  const at::Tensor cpu_value =
-      at::scalar_tensor(value, at::TensorOptions().dtype(value.type()))
-          .to(dtype);
+  // An integer into an integer dtype is converted as a tensor is, as CPU's
+  // kernels convert a wrapped number: uint8_tensor + 256 adds 0
+  // (at::scalar_tensor's range check would refuse). Other values take the
+  // one-step path (x + 1.5 on every call of a loop).
+  const bool integer_into_integer =
+      value.isIntegral(/*includeBool=*/false) &&
+      c10::isIntegralType(dtype, /*includeBool=*/false);
+  const at::Tensor cpu_value = integer_into_integer
+      ? at::scalar_tensor(value, at::TensorOptions().dtype(value.type()))
+            .to(dtype)
+      : at::scalar_tensor(value, at::TensorOptions().dtype(dtype));
   const Key key = key_of(cpu_value, device);
   static std::mutex mutex;
   // Leaked on purpose: device tensors must not be freed during static
