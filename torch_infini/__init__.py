@@ -36,8 +36,9 @@ torch_infini.transfer_to_infini`` or ``TORCH_INFINI_TRANSFER_CUDA=1`` maps
 torch.distributed: the ``"infini"`` c10d backend (``torch_infini.distributed``)
 runs collectives on infini tensors, stream-ordered, over gloo; a process that
 uses infini picks it in ``init_process_group()`` without a backend.
-``torch.multiprocessing`` refuses to share infini tensors, saying what to do
-instead (``torch_infini.multiprocessing``).
+``torch.multiprocessing`` shares infini tensors between processes as CUDA
+shares cuda tensors, on the host runtime; on the Infini stack it refuses in
+the sending call, saying what to do instead (``torch_infini.multiprocessing``).
 """
 
 from __future__ import annotations

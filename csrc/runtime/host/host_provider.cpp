@@ -182,17 +182,27 @@ void HostProvider::stream_wait_event(int device, StreamHandle handle,
   event(ev).block(stream(device, handle));
 }
 
-void HostProvider::device_synchronize(int device) {
-  check_device_sync(device, "synchronize");
+c10::SmallVector<HostStream*, 16> HostProvider::device_streams(int device) {
   Device& d = dev(device);
   // On the stack: a synchronize per small op must not allocate.
   c10::SmallVector<HostStream*, 16> streams{&stream(device, nullptr)};
-  {
-    std::lock_guard<std::mutex> guard(d.streams_mutex);
-    for (auto& s : d.streams) {
-      streams.push_back(s.get());
-    }
+  std::lock_guard<std::mutex> guard(d.streams_mutex);
+  for (auto& s : d.streams) {
+    streams.push_back(s.get());
   }
+  return streams;
+}
+
+void HostProvider::wait_idle(int device) {
+  // Outside the lock: the workers may be long busy.
+  for (HostStream* s : device_streams(device)) {
+    s->wait_idle();
+  }
+}
+
+void HostProvider::device_synchronize(int device) {
+  check_device_sync(device, "synchronize");
+  const auto streams = device_streams(device);
   // Wait for every stream first (outside the lock: the workers may be long
   // busy), then report: an error on one stream must not cut the wait for the
   // others short. Every pending error is reported, in one exception, so the

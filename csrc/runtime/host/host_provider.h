@@ -6,6 +6,8 @@
 // positions, and kernels are CPU ATen kernels run on the workers over aliases
 // of device memory.
 
+#include <c10/util/SmallVector.h>
+
 #include <array>
 #include <atomic>
 #include <memory>
@@ -43,6 +45,9 @@ class HostProvider final : public Provider {
   void stream_wait_event(int device, StreamHandle stream,
                          EventHandle event) override;
   void device_synchronize(int device) override;
+  // Waits until every stream of `device` has run the work queued so far,
+  // reporting no error (device_synchronize's wait without its report).
+  void wait_idle(int device);
   void launch_host_func(int device, StreamHandle stream,
                         std::function<void()> fn, const char* label) override;
 
@@ -75,6 +80,8 @@ class HostProvider final : public Provider {
 
   // The queue behind a handle (nullptr is the device's default stream).
   HostStream& stream(int device, StreamHandle handle);
+  // The device's default stream and every stream created on it.
+  c10::SmallVector<HostStream*, 16> device_streams(int device);
 
  private:
   struct Device {

@@ -169,6 +169,11 @@ void protected_free(void* ptr, size_t bytes) {
   munmap(ptr, page_rounded(bytes));
 }
 
+bool protect_mapping(void* ptr, size_t bytes) {
+  return pkey_mprotect(ptr, page_rounded(bytes), PROT_READ | PROT_WRITE,
+                       key()) == 0;
+}
+
 DeviceMemoryAccess::DeviceMemoryAccess() {
   if (!memory_protection_on()) {
     return;

@@ -31,6 +31,10 @@ bool memory_protection_on();
 void* protected_malloc(size_t bytes);
 void protected_free(void* ptr, size_t bytes);
 
+// Tags a mapping made elsewhere (shared device memory) with the key, so it
+// is as unreachable as protected_malloc's pages; false if the kernel refused.
+bool protect_mapping(void* ptr, size_t bytes);
+
 // The calling thread may touch device memory while this lives (nestable;
 // nothing where the mode is off).
 class DeviceMemoryAccess {
