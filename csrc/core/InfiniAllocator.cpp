@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/InfiniFunctions.h"
+#include "core/InfiniMemoryHistory.h"
 #include "core/InfiniStream.h"
 #include "runtime/env.h"
 #include "runtime/runtime.h"
@@ -77,6 +78,11 @@ struct Block {
   Block* prev = nullptr;  // neighbours inside the same segment
   Block* next = nullptr;
   c10::SmallVector<c10::Stream, 2> stream_uses;  // from record_stream
+  // Memory history (InfiniMemoryHistory.h), only while it records: the
+  // stack that allocated the block, and for a segment's first block the
+  // stack that made the segment.
+  Context context;
+  Context segment_context;
 };
 
 bool BlockOrder::operator()(const Block* a, const Block* b) const {
@@ -149,7 +155,9 @@ class DeviceCache {
   explicit DeviceCache(c10::DeviceIndex device, bool caching)
       : device_(device), caching_(caching) {}
 
-  Block* malloc(size_t requested, c10::StreamId stream) {
+  // `context`: the caller's stack, where the memory history wants it.
+  Block* malloc(size_t requested, c10::StreamId stream,
+                const Context& context = nullptr) {
     std::unique_lock<std::mutex> lock(mutex_);
     process_events();
     const size_t size = caching_ ? round_size(requested) : requested;
@@ -173,9 +181,11 @@ class DeviceCache {
       }
       if (block == nullptr) {
         if (ptr == nullptr) {
-          raise_out_of_memory(requested);
+          raise_out_of_memory(requested, stream, context);
         }
         block = new_segment(pool, stream, ptr, bytes);
+        note(TraceAction::kSegmentAlloc, block->ptr, bytes, stream, context);
+        block->segment_context = context;
       }
     }
     if (caching_ && should_split(*block, size)) {
@@ -191,13 +201,19 @@ class DeviceCache {
                 static_cast<int64_t>(block->size));
     stat_update(stats_.requested_bytes, pool.is_small,
                 static_cast<int64_t>(requested));
+    if (history_on()) {
+      block->context = context;
+      note(TraceAction::kAlloc, block->ptr, block->size, stream, context);
+    }
     return block;
   }
 
-  void free(Block* block) {
+  void free(Block* block, const Context& context = nullptr) {
     std::lock_guard<std::mutex> guard(mutex_);
     const bool small = block->pool->is_small;
     block->allocated = false;
+    note(TraceAction::kFreeRequested, block->ptr, block->size, block->stream,
+         context);
     stat_update(stats_.allocation, small, -1);
     stat_update(stats_.allocated_bytes, small,
                 -static_cast<int64_t>(block->size));
@@ -300,7 +316,7 @@ class DeviceCache {
       return false;
     }
     --it;
-    return c < it->first + it->second;
+    return c < it->first + it->second.bytes;
   }
 
   void empty_cache() {
@@ -345,6 +361,49 @@ class DeviceCache {
   void set_limit(size_t limit) {
     std::lock_guard<std::mutex> guard(mutex_);
     limit_ = limit;
+  }
+
+  // The segments and their blocks as they are now, and the trace so far.
+  void snapshot(MemorySnapshot& out) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    std::map<const PrivatePool*, c10::MempoolId_t> pool_ids;
+    for (const auto& [id, pool] : private_pools_) {
+      pool_ids.emplace(pool.get(), id);
+    }
+    for (const auto& [base, segment] : segments_) {
+      const Block* head = segment.head;
+      SegmentSnapshot seg;
+      seg.device = device_;
+      seg.address = reinterpret_cast<uintptr_t>(base);
+      seg.total_size = segment.bytes;
+      seg.stream = head->stream;
+      seg.is_small = head->pool->is_small;
+      seg.pool = head->pool->owner != nullptr ? pool_ids.at(head->pool->owner)
+                                              : c10::MempoolId_t{0, 0};
+      seg.context = head->segment_context;
+      for (const Block* b = head; b != nullptr; b = b->next) {
+        // A free block waiting for other streams is in no pool yet.
+        const bool cached = !b->allocated &&
+            b->pool->blocks.count(const_cast<Block*>(b)) > 0;
+        const char* state = b->allocated ? "active_allocated"
+                            : cached     ? "inactive"
+                                         : "active_pending_free";
+        const size_t requested = cached ? b->size : b->requested;
+        seg.blocks.push_back({reinterpret_cast<uintptr_t>(b->ptr), b->size,
+                              requested, state, b->context});
+        seg.allocated_size += b->allocated ? b->size : 0;
+        seg.active_size += cached ? 0 : b->size;
+        seg.requested_size += b->allocated ? b->requested : 0;
+      }
+      out.segments.push_back(std::move(seg));
+    }
+    note(TraceAction::kSnapshot, uint64_t{0}, 0, 0, nullptr);
+    out.device_traces.at(device_) = trace_.entries();
+  }
+
+  void clear_trace() {
+    std::lock_guard<std::mutex> guard(mutex_);
+    trace_.clear();
   }
 
  private:
@@ -399,11 +458,14 @@ class DeviceCache {
     return block;
   }
 
-  [[noreturn]] void raise_out_of_memory(size_t requested) {
+  [[noreturn]] void raise_out_of_memory(size_t requested,
+                                        c10::StreamId stream,
+                                        const Context& context) {
     ++stats_.num_ooms;
     size_t free_bytes = 0;
     size_t total_bytes = 0;
     runtime::provider().mem_get_info(device_, &free_bytes, &total_bytes);
+    note(TraceAction::kOom, free_bytes, requested, stream, context);
     const size_t agg = static_cast<size_t>(StatType::AGGREGATE);
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "infini out of memory. Tried to allocate ",
@@ -431,7 +493,7 @@ class DeviceCache {
     block->size = bytes;
     block->pool = &pool;
     block->ptr = static_cast<char*>(ptr);
-    segments_.emplace(block->ptr, bytes);
+    segments_.emplace(block->ptr, Segment{bytes, block});
     if (pool.owner != nullptr) {
       ++pool.owner->segments;
     }
@@ -483,6 +545,11 @@ class DeviceCache {
   // caching, to the runtime), merged with free neighbours.
   void release_block(Block* block) {
     const bool small = block->pool->is_small;
+    if (history_on()) {
+      note(TraceAction::kFreeCompleted, block->ptr, block->size, block->stream,
+           nullptr);
+      block->context.reset();
+    }
     stat_update(stats_.active, small, -1);
     stat_update(stats_.active_bytes, small, -static_cast<int64_t>(block->size));
     if (!caching_) {
@@ -503,6 +570,9 @@ class DeviceCache {
         block->prev = neighbour->prev;
         if (block->prev != nullptr) {
           block->prev->next = block;
+        } else {  // the segment's first block from now on
+          segments_.at(block->ptr).head = block;
+          block->segment_context = std::move(neighbour->segment_context);
         }
       } else {
         block->next = neighbour->next;
@@ -523,6 +593,8 @@ class DeviceCache {
 
   void free_segment(Block* block) {
     std::unique_ptr<Block> owned(block);
+    note(TraceAction::kSegmentFree, block->ptr, block->size, block->stream,
+         nullptr);
     runtime::provider().free(device_, block->ptr);
     segments_.erase(block->ptr);
     if (block->pool->owner != nullptr) {
@@ -625,6 +697,32 @@ class DeviceCache {
     return c10::Stream(c10::Stream::UNSAFE, c10::Device(kInfini, device_), id);
   }
 
+  // Appends an action to the trace, where the memory history keeps one;
+  // under the lock. `addr` is the oom entry's free device bytes.
+  void note(TraceAction action, uint64_t addr, size_t size,
+            c10::StreamId stream, const Context& context) {
+    if (!history_on()) {
+      return;
+    }
+    const HistorySettings s = history_settings();
+    if (!s.trace || ((s.skipped >> static_cast<int>(action)) & 1u) != 0) {
+      return;
+    }
+    const bool allocating = action == TraceAction::kAlloc ||
+                            action == TraceAction::kSegmentAlloc ||
+                            action == TraceAction::kOom;
+    const bool frames = allocating ? s.context_alloc : s.context_free;
+    trace_.push({action, addr, size, stream, now_us(),
+                 frames ? context : nullptr},
+                s.max_entries);
+  }
+
+  void note(TraceAction action, const char* ptr, size_t size,
+            c10::StreamId stream, const Context& context) {
+    note(action, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ptr)),
+         size, stream, context);
+  }
+
   void process_events() {
     if (!capturing_.empty()) {
       // Querying events is unsafe during a capture (CUDA's global mode
@@ -674,7 +772,12 @@ class DeviceCache {
   std::mutex mutex_;
   BlockPool small_{true};
   BlockPool large_{false};
-  std::map<char*, size_t> segments_;  // base -> bytes
+  struct Segment {
+    size_t bytes;
+    Block* head;  // its first block (the others follow through `next`)
+  };
+  std::map<char*, Segment> segments_;  // by base address
+  TraceRing trace_;
   std::deque<std::pair<runtime::EventHandle, Block*>> pending_;
   std::vector<runtime::EventHandle> events_;
   std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> private_pools_;
@@ -704,12 +807,21 @@ DeviceCache& cache(c10::DeviceIndex device) {
   return *caches()[device];
 }
 
+// The caller's stack, where the memory history wants one for this action.
+Context history_context(bool allocating) {
+  if (!history_on()) {
+    return nullptr;
+  }
+  const HistorySettings s = history_settings();
+  return gather_context(allocating ? s.context_state : s.context_free, s.cpp);
+}
+
 void delete_block(void* ctx) {
   if (ctx == nullptr || runtime::in_bad_fork()) {
     return;  // a forked child leaves the parent's blocks alone
   }
   auto* block = static_cast<Block*>(ctx);
-  cache(block->device).free(block);
+  cache(block->device).free(block, history_context(/*allocating=*/false));
 }
 
 class InfiniDeviceAllocator final : public c10::DeviceAllocator {
@@ -723,7 +835,8 @@ class InfiniDeviceAllocator final : public c10::DeviceAllocator {
     }
     DeviceCache& pool = cache(device);  // checks the device index, once
     Block* block =
-        pool.malloc(n, current_stream_of_valid_device(device).id());
+        pool.malloc(n, current_stream_of_valid_device(device).id(),
+                    history_context(/*allocating=*/true));
     return {block->ptr, block, &delete_block, where};
   }
 
@@ -809,6 +922,25 @@ void reset_peak_stats(c10::DeviceIndex device) {
 
 void reset_accumulated_stats(c10::DeviceIndex device) {
   cache(resolve_device(device)).reset_accumulated();
+}
+
+MemorySnapshot snapshot() {
+  MemorySnapshot out;
+  out.device_traces.resize(caches().size());
+  for (auto& c : caches()) {
+    c->snapshot(out);
+  }
+  return out;
+}
+
+void record_memory_history(const HistorySettings& settings,
+                           bool clear_history) {
+  set_history_settings(settings);
+  if (clear_history || !history_on()) {
+    for (auto& c : caches()) {
+      c->clear_trace();
+    }
+  }
 }
 
 void empty_cache() {

@@ -25,6 +25,8 @@
 #include "python/decompose_bindings.h"
 #include "python/distributed_bindings.h"
 #include "python/graph_bindings.h"
+#include "python/ipc_bindings.h"
+#include "python/memory_bindings.h"
 #include "python/gil.h"
 #include "runtime/bool_operands.h"
 #include "runtime/aten_ops.h"
@@ -152,6 +154,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   bind_decompositions(m);
   bind_distributed(m);
   bind_graphs(m);
+  bind_ipc(m);
+  bind_memory_history(m);
 
   m.def("_infini_stack_compiled", &runtime::infini_stack_compiled);
   // The rule by which the Infini stack passes bool operands to ATen as their

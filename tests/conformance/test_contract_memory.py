@@ -173,3 +173,41 @@ def test_memory_fraction_out_of_range_is_a_value_error(mod, dev):
     for bad in (1.5, -0.1):
         with pytest.raises(ValueError):
             mod.set_per_process_memory_fraction(bad, dev)
+
+
+@pytest.mark.covers("memory_snapshot")
+def test_memory_snapshot_segments_account_for_the_allocator(mod, dev):
+    keep = [_empty(dev, MiB), _empty(dev, 4096)]
+    segments = [s for s in mod.memory_snapshot() if s["device"] == dev.index]
+    assert segments, "memory_snapshot lists no segment of the device"
+    for seg in segments:
+        assert {"address", "total_size", "allocated_size", "active_size", "stream", "segment_type",
+                "blocks"} <= set(seg)
+        assert seg["segment_type"] in ("small", "large")
+        # The blocks tile the segment, in address order.
+        address = seg["address"]
+        for block in seg["blocks"]:
+            assert block["address"] == address
+            assert block["state"] in ("active_allocated", "active_pending_free", "inactive")
+            address += block["size"]
+        assert address == seg["address"] + seg["total_size"]
+        assert seg["allocated_size"] == sum(b["size"] for b in seg["blocks"]
+                                            if b["state"] == "active_allocated")
+    assert sum(s["total_size"] for s in segments) == mod.memory_reserved(dev)
+    assert sum(s["allocated_size"] for s in segments) == mod.memory_allocated(dev)
+    addresses = {b["address"] for s in segments for b in s["blocks"] if b["state"] == "active_allocated"}
+    assert {t.data_ptr() for t in keep} <= addresses
+
+
+@pytest.mark.covers("list_gpu_processes")
+def test_list_gpu_processes_names_this_process(mod, dev):
+    import os
+    import re
+
+    keep = _empty(dev, MiB)  # noqa: F841  (reserved memory to report)
+    lines = mod.list_gpu_processes(dev).splitlines()
+    assert len(lines) == 2
+    match = re.fullmatch(r"process\s+(\d+) uses\s+([\d.]+) MB GPU memory", lines[1])
+    assert match, lines[1]
+    assert int(match.group(1)) == os.getpid()
+    assert float(match.group(2)) == pytest.approx(mod.memory_reserved(dev) / MiB, abs=1e-3)

@@ -305,6 +305,22 @@ def cuda_memory_statistics():
 
 
 @scenario
+def memory_timeline():
+    # A CUDA program's memory-timeline calls, as PyTorch documents them.
+    torch.cuda.memory._record_memory_history(max_entries=100)
+    x = torch.empty(1024, device="cuda")
+    addr = x.data_ptr()
+    del x
+    snapshot = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    actions = [e["action"] for e in snapshot["device_traces"][0]
+               if e.get("addr") == addr and not e["action"].startswith("segment")]
+    assert actions[:2] == ["alloc", "free_requested"], actions
+    assert any(f["name"] == "memory_timeline" for f in snapshot["device_traces"][0][0]["frames"])
+    assert torch.cuda.memory_snapshot() == torch.infini.memory_snapshot()
+
+
+@scenario
 def cuda_random():
     cuda = torch.cuda
     cuda.manual_seed(11)

@@ -63,7 +63,7 @@ REFUSED: dict[str, str] = {
     "CUDAPluggableAllocator": _USE_ALLOCATOR, "change_current_allocator": _USE_ALLOCATOR,
     "get_allocator_backend": _PLANNED, "caching_allocator_alloc": _PLANNED, "caching_allocator_delete": _PLANNED,
     "caching_allocator_enable": _USE_ALLOCATOR, "caching_allocator_disabled": _USE_ALLOCATOR,
-    "get_per_process_memory_fraction": _PLANNED, "memory_snapshot": _PLANNED, "MemPool": _PLANNED,
+    "get_per_process_memory_fraction": _PLANNED, "MemPool": _PLANNED,
     "use_mem_pool": _PLANNED, "host_memory_stats": _PLANNED, "host_memory_stats_as_nested_dict": _PLANNED,
     "reset_accumulated_host_memory_stats": _PLANNED, "reset_peak_host_memory_stats": _PLANNED,
     "can_device_access_peer": "copies between infini devices go through the host; there is no peer access to query",
@@ -73,7 +73,7 @@ REFUSED: dict[str, str] = {
     "cudaStatus": "there is no CUDA runtime under infini",
     "current_blas_handle": "infini has no cuBLAS handle", "current_solver_handle": "infini has no cuSOLVER handle",
     "clock_rate": _TELEMETRY, "power_draw": _TELEMETRY, "temperature": _TELEMETRY, "utilization": _TELEMETRY,
-    "memory_usage": _TELEMETRY, "device_memory_used": _TELEMETRY, "list_gpu_processes": _TELEMETRY,
+    "memory_usage": _TELEMETRY, "device_memory_used": _TELEMETRY,
     "ipc_collect": "infini has no interprocess memory", "get_gencode_flags": "infini runs no nvcc code",
     "GreenContext": "infini has no SM partitioning", "green_contexts": "infini has no SM partitioning",
     "jiterator": "infini cannot JIT-compile CUDA source; write the function with torch operators "
@@ -313,6 +313,11 @@ def install() -> None:
     replace(parallel, "__init__", data_parallel_init, "torch.nn.DataParallel", "refuses: use DDP", area)
     replace(torch.cuda, "_is_in_bad_fork", infini._is_in_bad_fork, "torch.cuda._is_in_bad_fork",
             "torch.infini._is_in_bad_fork", area)
+    # The memory timeline's private names, which users call as documented
+    # (torch.cuda.memory._record_memory_history, then _dump_snapshot).
+    for name in ("_record_memory_history", "_snapshot", "_dump_snapshot"):
+        replace(torch.cuda.memory, name, getattr(infini.memory, name), f"torch.cuda.memory.{name}",
+                f"torch.infini.memory.{name}", area)
     # default_generators: infini's, built on first access (building it counts
     # devices, which selects the runtime provider: not done at import).
     remove(torch.cuda, "default_generators")

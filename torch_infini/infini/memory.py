@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import collections
-from typing import Any
+import sys
+from typing import Any, Literal
 
 from .. import _C
 from ._utils import Device, _resolve_index
@@ -140,3 +141,113 @@ def memory_summary(device: Device = None, abbreviated: bool = False) -> str:
         "=" * 79,
     ]
     return "\n".join(lines) + "\n"
+
+
+def list_gpu_processes(device: Device = None) -> str:
+    r"""Return a human-readable printout of the processes using memory of a given device.
+
+    Like :func:`torch.cuda.list_gpu_processes`, in its format. An infini
+    device's memory belongs to the process that allocated it (there is no
+    driver to ask about other processes), so the printout names this process
+    and the memory its caching allocator reserves, or says that it has none.
+
+    Args:
+        device (torch.device or int, optional): selected device. Returns the
+            printout for the current device if :attr:`device` is ``None``
+            (default).
+    """
+    import os
+
+    index = _index(device)
+    reserved = memory_reserved(index)
+    lines = [f"infini:{index}"]
+    if reserved == 0:
+        lines.append("no processes are running")
+    else:
+        lines.append(f"process {os.getpid():>10d} uses {reserved / (1024 * 1024):>12.3f} MB GPU memory")
+    return "\n".join(lines)
+
+
+def memory_snapshot(mempool_id: Any = None) -> list[dict[str, Any]]:
+    r"""Return a snapshot of the infini memory allocator state across all devices.
+
+    The segments of :func:`_snapshot`, as :func:`torch.cuda.memory_snapshot`
+    returns them. Interpreting the output requires familiarity with the
+    memory allocator internals.
+    """
+    if mempool_id is not None:
+        raise NotImplementedError("torch.infini.memory_snapshot: mempool_id is not supported; "
+                                  "filter the segments by their 'segment_pool_id'")
+    return _C._memory_snapshot()["segments"]
+
+
+def _record_memory_history(
+    enabled: Literal["state", "all"] | None = "all",
+    context: Literal["state", "alloc", "all"] | None = "all",
+    stacks: Literal["python", "all"] = "all",
+    max_entries: int = sys.maxsize,
+    device: Device = None,
+    clear_history: bool = False,
+    compile_context: bool = False,
+    global_record_annotations: bool = False,
+    skip_actions: list[str] | None = None,
+) -> None:
+    r"""Enable recording of stack traces associated with memory allocations, as
+    :func:`torch.cuda.memory._record_memory_history` does, so you can tell what
+    allocated any piece of memory in :func:`_snapshot`.
+
+    In addition to keeping stack traces with each current allocation and free,
+    this also records a history of all alloc/free events, up to
+    ``max_entries`` (the last ones are kept). Use :func:`_snapshot` or
+    :func:`_dump_snapshot` to retrieve it, and ``torch.cuda._memory_viz`` (or
+    pytorch.org/memory_viz) to visualize it.
+
+    Args:
+        enabled: ``None`` disables recording (and clears the history);
+            ``"state"`` keeps information for currently allocated memory;
+            ``"all"`` additionally keeps a history of all alloc/free calls.
+        context: ``None`` records no tracebacks; ``"state"`` for currently
+            allocated memory; ``"alloc"`` also for alloc calls; ``"all"`` also
+            for free calls.
+        stacks: ``"python"`` for Python and TorchScript frames; ``"all"``
+            adds C++ frames.
+        max_entries: the most alloc/free events kept.
+        device: accepted for compatibility; recording covers every device,
+            as CUDA's does.
+        clear_history: clear the history when enabling.
+        compile_context, global_record_annotations: accepted for
+            compatibility; infini records neither.
+        skip_actions: actions not to record (``"alloc"``, ``"free_requested"``,
+            ``"free_completed"``, ``"segment_alloc"``, ``"segment_free"``,
+            ``"oom"``, ``"snapshot"``).
+    """
+    if isinstance(enabled, bool):  # the legacy form: enabled=True/False
+        enabled, context = ("all", "all") if enabled else (None, None)
+    _C._record_memory_history(enabled, context, stacks, max_entries, clear_history,
+                              list(skip_actions or ()))
+
+
+def _snapshot(device: Device = None, augment_with_fx_traces: bool = False) -> dict[str, Any]:
+    r"""Save a snapshot of infini memory state at the time it was called, in
+    :func:`torch.cuda.memory._snapshot`'s format: ``segments`` (each with its
+    ``blocks`` and the stack ``frames`` that allocated them, while
+    :func:`_record_memory_history` records) and ``device_traces`` (per
+    device, the recorded ``alloc``/``free_requested``/``free_completed``/
+    ``segment_alloc``/``segment_free``/``oom``/``snapshot`` actions).
+    """
+    s = _C._memory_snapshot()
+    if augment_with_fx_traces:
+        from torch._utils import _augment_memory_snapshot_stack_traces
+
+        s = _augment_memory_snapshot_stack_traces(s)
+    return s
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle", augment_with_fx_traces: bool = False) -> None:
+    r"""Save a pickled version of the :func:`_snapshot` dictionary to a file,
+    which the interactive viewer at pytorch.org/memory_viz opens."""
+    import pickle
+
+    s = _snapshot(augment_with_fx_traces=augment_with_fx_traces)
+    with open(filename, "wb") as f:
+        pickle.dump(s, f)
