@@ -1,4 +1,4 @@
-"""Convolutions as im2col, matrix products and col2im (torch_infini/_decomp_nn.py).
+"""Convolutions as im2col, matrix products and col2im (torch_infini/decompositions/nn.py).
 
 On the Infini stack ``convolution`` and ``convolution_backward`` have no
 InfiniOps operator and no PyTorch decomposition: they run as ours (1-D as

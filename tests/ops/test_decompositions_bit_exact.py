@@ -1,5 +1,5 @@
 """Decompositions that compute what CPU's kernel computes bit for bit
-(torch_infini/_decomp_{segments,sampling,distances,math,nn}.py).
+(torch_infini/decompositions/{segments,sampling,distances,arithmetic,nn}.py).
 
 ``segment_reduce``, ``_embedding_bag``, ``grid_sampler_3d``,
 ``hash_tensor``, the distances of ``cdist``/``pdist`` and the 3-D adaptive

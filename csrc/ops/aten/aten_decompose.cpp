@@ -154,7 +154,7 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
       std::all_of(plan.written_out.begin(), plan.written_out.end(),
                   [](bool out) { return out; });
   // In place on self alone: decomposed as its functional overload, then a
-  // copy into self (torch_infini/decompositions.py), which is written last.
+  // copy into self (torch_infini/decompositions/), which is written last.
   const bool in_place_on_self = plan.written.size() == 1 &&
       plan.written[0] == 0 && plan.returns_only_written;
   if ((!writes_only_outs && !in_place_on_self) ||

@@ -7,7 +7,7 @@ reduction per ``p``; these compute the same map and reduction over all
 pairs at once, so they differ from CPU only in the order of the sums
 (within the dtype's tolerance). Shapes, dtypes and CPU's argument errors
 come from the meta functions, which run first. The registry is
-``torch_infini/decompositions.py``.
+``torch_infini/decompositions/__init__.py``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ indices), which its backward reads, are CPU's exactly. Shapes and CPU's
 argument errors come from the meta functions, which run first; the errors
 CPU raises from the values (negative lengths) are raised here too, after
 reading them back, as CPU reads them. The registry is
-``torch_infini/decompositions.py``.
+``torch_infini/decompositions/__init__.py``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 themselves), a number's powers, ``bitwise_not`` of bools, ``signbit`` and
 ``isposinf``/``isneginf`` (bool results ATen writes as bool only),
 ``polygamma``, ``median()`` of all elements and ``hash_tensor``. The registry is
-``torch_infini/decompositions.py``.
+``torch_infini/decompositions/__init__.py``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ two, then squared back. This computes the same polynomials with the same
 products from the paper's coefficients, so it differs from CPU only in the
 rounding of its sums (within the dtype's tolerance). The norms are read
 back to choose, as CPU's kernel reads them. The registry is
-``torch_infini/decompositions.py``.
+``torch_infini/decompositions/__init__.py``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ by the opposite boxes' volumes, added in CPU's order, corners out of
 bounds left out) or nearest (rounding half to even) sampling. Gathers are
 ``index`` calls, so the arithmetic is elementwise in the input's dtype, as
 CPU's; bfloat16 and float16 are refused by the registry, as CPU rounds its
-coordinates otherwise there. The registry is ``torch_infini/decompositions.py``.
+coordinates otherwise there. The registry is ``torch_infini/decompositions/__init__.py``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ on the values), ``masked_select``/``masked_scatter``, ``unique``,
 ``index_put`` and ``put``, ``embedding``'s backward, ``equal``. Each is
 computed from operators the stack serves (cumulative sums, ``scatter``,
 ``gather``, ``index_select``/``index_copy``/``index_add``, ``where``),
-bit-equal to CPU; the registry is ``torch_infini/decompositions.py``.
+bit-equal to CPU; the registry is ``torch_infini/decompositions/__init__.py``.
 """
 
 from __future__ import annotations
