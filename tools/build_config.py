@@ -99,7 +99,7 @@ def _require_file(var: str, dirs: list[str], relative: str) -> Path:
             return candidate
     raise BuildConfigError(
         f"{var} is set, but {relative} was not found in {os.pathsep.join(dirs)}; "
-        f"point {var} at an installed build (see README, 'Building against the Infini stack')"
+        f"point {var} at an installed build (see docs/infini-stack.md, 'Building the stack')"
     )
 
 
@@ -372,7 +372,7 @@ def check_ops_match_rt(stack: InfiniStack, compiler: str = "c++", dependency_dir
             f"it needs {shown}{f' and {more} more' if more > 0 else ''}, which libinfinirt.so "
             f"(in {os.pathsep.join(stack.rt_library_dirs)}) does not define. Rebuild and reinstall InfiniOps "
             "against this InfiniRT (INFINI_RT_ROOT pointing at its prefix), then rebuild torch_infini. "
-            "Rebuild InfiniOps for every InfiniRT you install (see README, 'Building against the Infini stack')")
+            "Rebuild InfiniOps for every InfiniRT you install (see docs/infini-stack.md, 'Building the stack')")
     if not result.ok:
         print("torch_infini: warning: the InfiniOps/InfiniRT link test failed for another reason "
               f"(not a version mismatch); continuing:\n{result.output.strip()[:2000]}", flush=True)
@@ -445,8 +445,8 @@ def check_ops_match_torch(stack: InfiniStack, torch_version: str, cxx11_abi: boo
             f"{library} was built WITH_TORCH=ON against another PyTorch than the running "
             f"PyTorch {torch_version} ({abi_of[cxx11_abi]}, {torch_lib_dir}): it was compiled with "
             f"{abi_of[match.ops_cxx11_abi]} and needs {len(match.missing)} symbols this PyTorch does not "
-            f"define{': ' + shown if shown else ''}. Rebuild InfiniOps in this Python environment (see README, "
-            "'Building against the Infini stack'), or run the PyTorch it was built with")
+            f"define{': ' + shown if shown else ''}. Rebuild InfiniOps in this Python environment (see "
+            "docs/infini-stack.md, 'Building the stack'), or run the PyTorch it was built with")
     return True
 
 
