@@ -24,6 +24,7 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/FunctionRef.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -319,6 +320,37 @@ c10::IValue snapshot_cpu_scalars(const c10::IValue& value) {
   return value;
 }
 
+// What the provider cannot serve goes one way, from one place (design.md,
+// "one exit"): PyTorch's decomposition where one may serve the call, else
+// the opt-in CPU fallback where it may run it, else NotImplementedError.
+// Callers say whether a decomposition may serve (not where a kernel the
+// library has refuses the call for a limit: bfloat16 addmm as mm + add would
+// round twice) and word the refusal, given what the decomposition lacked
+// (empty where none was tried or it called nothing unserved).
+struct Unserved {
+  bool decomposable;
+  c10::function_ref<void(const std::string& decomposition_refusal)> refuse;
+};
+
+void serve_unserved(const Plan& plan, const c10::OperatorHandle& op,
+                    torch::jit::Stack* stack, const Unserved& unserved) {
+  std::string refusal;
+  if (unserved.decomposable && decompose(plan, op, stack, &refusal)) {
+    return;
+  }
+  if (try_cpu_fallback(op, stack)) {
+    return;
+  }
+  unserved.refuse(refusal);
+  TORCH_INTERNAL_ASSERT(false, plan.name, ": an unserved call was not refused");
+}
+
+// " (and its decomposition ...)": the end of a refusal's reason.
+std::string decomposition_lacks(const std::string& refusal,
+                                const char* lead) {
+  return refusal.empty() ? std::string() : lead + refusal + ")";
+}
+
 void check_overlaps(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
   for (size_t w : plan.written) {
     if (!args[w].isTensor()) {
@@ -423,21 +455,13 @@ void queue_call(const Plan& plan, const c10::OperatorHandle& op,
   if (!empty) {
     const runtime::AtenRefusal unsupported = kernels.aten_unsupported(call);
     if (unsupported.refused()) {
-      // PyTorch's decomposition where the library has no kernel for the
-      // operator (not where a kernel it has refuses the call for a limit:
-      // bfloat16 addmm as mm + add would round twice), else the opt-in CPU
-      // fallback may run the call as the user made it.
-      std::string refusal;
-      if ((unsupported.no_kernel && decompose(plan, op, stack, &refusal)) ||
-          try_cpu_fallback(op, stack)) {
-        return;
-      }
-      check_supported(plan.name.c_str(),
-                      refusal.empty()
-                          ? unsupported.reason
-                          : unsupported.reason + ". PyTorch's decomposition of it "
-                                "calls an operator that is not served (" +
-                                refusal + ")");
+      serve_unserved(plan, op, stack, {unsupported.no_kernel, [&](const std::string& refusal) {
+        check_supported(plan.name.c_str(),
+                        unsupported.reason +
+                            decomposition_lacks(refusal, ". PyTorch's decomposition of it calls an "
+                                                "operator that is not served ("));
+      }});
+      return;
     }
     runtime::last_aten_route() = runtime::AtenRoute::kNative;
     kernels.aten(target.device.index(), target.native, std::move(call));
@@ -476,21 +500,16 @@ void queue_call_laid_out_by_meta(const Plan& plan,
     }
     // CPU accepts the call, its meta function does not (PyTorch has none
     // for geqrf, linalg_lstsq, ...; x[mask]'s result's shape depends on the
-    // mask's values): its outputs cannot be laid out before it runs, so it
-    // runs as its decomposition where one serves it, else it is refused (or
-    // runs through the opt-in CPU fallback).
-    std::string refusal;
-    if (decompose(plan, op, stack, &refusal)) {
-      return;
-    }
-    cpu_fallback_or_refuse(
-        op, stack,
-        "PyTorch has no meta function that lays out its outputs before it "
-        "runs, which the InfiniOps provider needs (the host runtime, "
-        "TORCH_INFINI_PROVIDER=host, runs it)" +
-            (refusal.empty() ? std::string()
-                             : ", and its decomposition calls an operator "
-                               "that is not served (" + refusal + ")"));
+    // mask's values): its outputs cannot be laid out before it runs.
+    serve_unserved(plan, op, stack, {true, [&](const std::string& refusal) {
+      cpu_fallback_or_refuse(
+          op, stack,
+          "PyTorch has no meta function that lays out its outputs before it "
+          "runs, which the InfiniOps provider needs (the host runtime, "
+          "TORCH_INFINI_PROVIDER=host, runs it)" +
+              decomposition_lacks(refusal, ", and its decomposition calls an "
+                                  "operator that is not served ("));
+    }});
     return;
   }
   if (reads_only_empty_tensors(plan, args)) {
@@ -625,19 +644,15 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
   }
 
   if ((plan.family == nullptr && !plan.mapped) || !plan.sync_reason.empty()) {
-    // Not an operator the provider maps onto its library: its
-    // decomposition, else as if it had no kernel (the opt-in CPU fallback,
-    // where it can run it, or a refusal).
-    std::string refusal;
-    if (decompose(plan, op, stack, &refusal)) {
-      return;
-    }
-    cpu_fallback_or_refuse(
-        op, stack,
-        refusal.empty() ? std::string()
-                        : "InfiniOps has no kernel it maps this operator "
-                          "onto, and PyTorch's decomposition of it calls an "
-                          "operator that is not served (" + refusal + ")");
+    // Not an operator the provider maps onto its library: as if it had no
+    // kernel.
+    serve_unserved(plan, op, stack, {true, [&](const std::string& refusal) {
+      cpu_fallback_or_refuse(
+          op, stack,
+          decomposition_lacks(refusal, "InfiniOps has no kernel it maps this "
+                              "operator onto, and PyTorch's decomposition of "
+                              "it calls an operator that is not served ("));
+    }});
     return;
   }
   if (plan.family != nullptr && !operands_agree(plan, args)) {
@@ -645,23 +660,24 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
         plan.name + ": expected all operands to have the same dtype")));
   }
   if (plan.family != nullptr && !dtype_served(plan, args)) {
-    // The library the provider maps the family onto has no kernel for it.
-    if (try_cpu_fallback(op, stack)) {
-      return;
-    }
-    std::optional<c10::ScalarType> dtype;
-    for_each_tensor(args, [&](const at::Tensor& t, size_t) {
-      if (t.defined() && t.device().type() == kInfini && !dtype) {
-        dtype = t.scalar_type();
-      }
-    });
-    TORCH_CHECK_NOT_IMPLEMENTED(
-        false, plan.name, " on infini (", provider_label(), "): dtype ",
-        runtime::dtype_list({*dtype}), " is not supported by the InfiniOps ",
-        "kernels it maps onto (supported: ",
-        runtime::dtype_list(plan.family->dtypes), "); convert with .to(dtype), ",
-        "turn on the CPU fallback (TORCH_INFINI_CPU_FALLBACK=1) or use the host ",
-        "runtime (TORCH_INFINI_PROVIDER=host)");
+    // The library the provider maps the family onto has no kernel for it
+    // (a decomposition would reach the same kernels).
+    serve_unserved(plan, op, stack, {false, [&](const std::string&) {
+      std::optional<c10::ScalarType> dtype;
+      for_each_tensor(args, [&](const at::Tensor& t, size_t) {
+        if (t.defined() && t.device().type() == kInfini && !dtype) {
+          dtype = t.scalar_type();
+        }
+      });
+      TORCH_CHECK_NOT_IMPLEMENTED(
+          false, plan.name, " on infini (", provider_label(), "): dtype ",
+          runtime::dtype_list({*dtype}), " is not supported by the InfiniOps ",
+          "kernels it maps onto (supported: ",
+          runtime::dtype_list(plan.family->dtypes), "); convert with .to(dtype), ",
+          "turn on the CPU fallback (TORCH_INFINI_CPU_FALLBACK=1) or use the host ",
+          "runtime (TORCH_INFINI_PROVIDER=host)");
+    }});
+    return;
   }
   queue_call_laid_out_by_meta(plan, op, target, args, stack);
 }

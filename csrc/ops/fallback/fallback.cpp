@@ -382,8 +382,13 @@ void cpu_fallback_or_refuse(const c10::OperatorHandle& op,
 }
 
 bool try_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  // The same conditions as infini_fallback's, the structural ones included
+  // (a random operator must not draw from the CPU generator here either).
   if (!fallback_policy::enabled() || decomposing() ||
-      !fallback_policy::list_refusal(op.schema().operator_name()).empty()) {
+      !fallback_policy::list_refusal(op.schema().operator_name()).empty() ||
+      !structural_refusal(
+           op, torch::jit::last(*stack, op.schema().arguments().size()))
+           .empty()) {
     return false;
   }
   run_on_cpu(op, stack);

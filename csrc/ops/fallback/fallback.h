@@ -11,8 +11,9 @@
 
 namespace torch_infini::ops {
 
-// Runs `op` with `stack` on the CPU when the opt-in fallback is on and its
-// lists allow `op` (warning once, counted in the coverage report); returns
+// Runs `op` with `stack` on the CPU when the opt-in fallback is on, its
+// lists allow `op` and it can run `op` correctly (not a view, random or
+// factory operator), warning once, counted in the coverage report; returns
 // false, leaving `stack` untouched, otherwise.
 bool try_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
