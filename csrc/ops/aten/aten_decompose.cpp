@@ -15,6 +15,7 @@
 #include "ops/aten/aten_cpu_checks.h"
 #include "ops/aten/aten_meta.h"
 #include "ops/common.h"
+#include "ops/decomposition_scope.h"
 #include "ops/fallback/fallback.h"
 #include "ops/op_coverage.h"
 #include "runtime/cache_verification.h"
@@ -24,12 +25,6 @@ namespace torch_infini::ops {
 namespace {
 
 std::atomic<DecomposeHook> installed{nullptr};
-
-// The overloads being decomposed on this thread, innermost last.
-std::vector<const c10::FunctionSchema*>& in_progress() {
-  thread_local std::vector<const c10::FunctionSchema*> schemas;
-  return schemas;
-}
 
 // Overloads whose decomposition met a refused operator, with that refusal:
 // not tried again (a failed try costs a Python call, and leaves its inner
@@ -132,21 +127,12 @@ void set_decompose_hook(DecomposeHook hook) { installed.store(hook); }
 bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                    std::string* refusal) {
   const DecomposeHook hook = installed.load();
-  auto& running = in_progress();
-  if (hook == nullptr ||
-      std::find(running.begin(), running.end(), &op.schema()) !=
-          running.end()) {
+  if (hook == nullptr || decomposing(op.schema())) {
     return false;
   }
-  running.push_back(&op.schema());
-  struct Pop {
-    std::vector<const c10::FunctionSchema*>& running;
-    ~Pop() { running.pop_back(); }
-  } pop{running};
+  const DecompositionScope scope(op.schema());
   return hook(op, stack, refusal);
 }
-
-bool decomposing() { return !in_progress().empty(); }
 
 bool decompose(const Plan& plan, const c10::OperatorHandle& op,
                torch::jit::Stack* stack, std::string* refusal) {

@@ -31,12 +31,6 @@ void set_decompose_hook(DecomposeHook hook);
 bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                    std::string* refusal);
 
-// Whether a decomposition is running on this thread. Its operators do not
-// take the opt-in CPU fallback: one that is not served refuses, so the
-// decomposition gives way and the overload it decomposes falls back whole
-// (one copy each way, CPU's own kernel), not part by part.
-bool decomposing();
-
 // Runs PyTorch's decomposition of a call the provider does not serve, into
 // operators it may serve, leaving its returns on the stack, laid out as the
 // meta run lays them out (a call CPU refuses raises CPU's error first): for a

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <unordered_set>
 
-#include "ops/aten/aten_decompose.h"
+#include "ops/decomposition_scope.h"
 #include "ops/fallback/fallback.h"
 #include "ops/op_coverage.h"
 

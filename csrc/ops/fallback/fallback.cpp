@@ -28,8 +28,8 @@
 #include <string>
 
 #include "core/InfiniFunctions.h"
-#include "ops/aten/aten_decompose.h"
 #include "ops/common.h"
+#include "ops/decomposition_scope.h"
 #include "ops/fallback/fallback_policy.h"
 #include "ops/op_coverage.h"
 #include "runtime/ivalue_tensors.h"
