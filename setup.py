@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 from build_config import (  # noqa: E402
     BuildConfigError,
     build_metadata,
+    check_torch_supported,
     check_ops_match_rt,
     check_ops_match_torch,
     compile_flags,
@@ -110,6 +111,7 @@ def sources(stack, generated=()):
 
 
 try:
+    check_torch_supported(torch.__version__, str(Path(torch.__file__).parent))
     STACK = resolve_infini_stack(os.environ)
     CCL = resolve_infini_ccl(os.environ)  # INFINI_CCL_PREFIX: the c10d backend's InfiniCCL path
     FLAGS = compile_flags(os.environ)

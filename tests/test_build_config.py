@@ -269,6 +269,21 @@ def test_torch_major_minor(version, expected):
     assert build_config.torch_major_minor(version) == expected
 
 
+@pytest.mark.parametrize("version", ["2.11.0", "2.11.0+cu130", "2.13.0+cpu", "2.14.1", "2.15.0", "2.15.3rc1"])
+def test_supported_torch_builds(version):
+    assert build_config.check_torch_supported(version) is None
+
+
+@pytest.mark.parametrize("version", ["2.10.0", "2.16.0", "2.16.0.dev20270101", "3.0.0"])
+def test_unsupported_torch_is_refused_before_compiling(version):
+    with pytest.raises(BuildConfigError) as info:
+        build_config.check_torch_supported(version, "/venv/lib/torch")
+    message = str(info.value)
+    assert "supports PyTorch 2.11 to 2.15" in message
+    assert f"PyTorch {version} (/venv/lib/torch)" in message
+    assert "pip install 'torch>=2.11,<2.16'" in message
+
+
 @pytest.mark.parametrize("bad", ["", "2", "abc", "v2.13"])
 def test_torch_major_minor_rejects(bad):
     with pytest.raises(ValueError):

@@ -47,6 +47,48 @@ def test_other_major_minor_is_rejected(running):
     assert "Rebuild or reinstall" in message
 
 
+@pytest.mark.parametrize("running", ["2.10.0", "2.10.1+cu128", "2.16.0", "2.16.0.dev20270101", "3.0.0", "1.13.1"])
+def test_unsupported_release_is_rejected_naming_the_supported_ones(running):
+    with pytest.raises(ImportError) as info:
+        _guard.check_compatible(BUILT, running, True)
+    message = str(info.value)
+    assert f"supports PyTorch {_guard.SUPPORTED_TORCH[0]} to {_guard.SUPPORTED_TORCH[1]}" in message
+    assert running in message and "2.13.0+cpu" in message
+    assert "Rebuild or reinstall" in message
+
+
+@pytest.mark.parametrize("built", ["2.11.0+cu130", "2.12.0", "2.14.1", "2.15.0"])
+def test_other_supported_release_is_rejected_naming_the_build(built):
+    """A build for one supported release refuses another: the C++ extension
+    is compiled against one release's headers and libraries."""
+    with pytest.raises(ImportError) as info:
+        _guard.check_compatible(dict(BUILT, torch_version=built, torch_major_minor=_guard.major_minor(built)),
+                                "2.13.0", True)
+    message = str(info.value)
+    assert f"built for PyTorch {built}" in message and "2.13.0" in message
+    assert _guard.supported_releases() in message
+
+
+@pytest.mark.parametrize("version,supported",
+                         [("2.11.0", True), ("2.11.0+cu130", True), ("2.13.0+cpu", True), ("2.14.1", True),
+                          ("2.15.2", True), ("2.15.0rc1", True), ("2.10.9", False), ("2.16.0", False),
+                          ("3.11.0", False), ("1.15.0", False)])
+def test_is_supported(version, supported):
+    assert _guard.is_supported(version) is supported
+
+
+def test_supported_releases_agree_with_pyproject():
+    """pyproject.toml's torch requirement (build and run) names the same releases as the guard."""
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    oldest, newest = _guard.SUPPORTED_TORCH
+    major, minor = (int(part) for part in newest.split("."))
+    assert text.count(f'"torch>={oldest},<{major}.{minor + 1}"') == 2, text
+
+
+def test_running_torch_is_supported():
+    assert _guard.is_supported(torch.__version__)
+
+
 def test_build_with_other_version_is_rejected_by_running_version():
     built = dict(BUILT, torch_version="2.12.1", torch_major_minor="2.12")
     with pytest.raises(ImportError, match=r"2\.12\.1.*2\.13\.0") as info:
@@ -150,7 +192,9 @@ def test_mismatched_build_fails_import_and_leaves_privateuse1_unrenamed(tmp_path
     copy = tmp_path / "site" / "torch_infini"
     shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
     meta = json.loads((copy / "_build_info.json").read_text())
-    meta.update(torch_version="2.12.0+cpu", torch_major_minor="2.12")
+    # Another supported release than the running one.
+    other = "2.12" if _guard.major_minor(torch.__version__) != "2.12" else "2.13"
+    meta.update(torch_version=f"{other}.0+cpu", torch_major_minor=other)
     (copy / "_build_info.json").write_text(json.dumps(meta))
 
     code = textwrap.dedent(
@@ -180,8 +224,9 @@ def test_mismatched_build_fails_import_and_leaves_privateuse1_unrenamed(tmp_path
     result = json.loads(line[-1][len("RESULT"):])
     assert Path(result["origin"]).resolve() == (copy / "__init__.py").resolve()
     assert result["error"] is not None
-    assert "2.12" in result["error"]
+    assert f"built for PyTorch {other}.0+cpu" in result["error"]
     assert torch.__version__ in result["error"]
+    assert _guard.supported_releases() in result["error"]
     assert "Rebuild or reinstall" in result["error"]
     assert result["backend"] == "privateuseone"
     assert result["has_torch_infini"] is False

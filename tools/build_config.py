@@ -260,6 +260,34 @@ def torch_major_minor(version: str) -> str:
     return f"{int(match.group(1))}.{int(match.group(2))}"
 
 
+def _load_guard():
+    """torch_infini/_guard.py by path (the package cannot be imported before it is built):
+    the one place that says which PyTorch releases are supported."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "torch_infini" / "_guard.py"
+    spec = importlib.util.spec_from_file_location("torch_infini_guard", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_torch_supported(torch_version: str, torch_location: str = "") -> None:
+    """Raises BuildConfigError unless ``torch_version`` is a supported release:
+    a build against another one would fail to compile, or build an extension
+    the import guard refuses."""
+    guard = _load_guard()
+    if guard.is_supported(torch_version):
+        return
+    oldest, newest = guard.SUPPORTED_TORCH
+    major, minor = (int(part) for part in newest.split("."))
+    where = f" ({torch_location})" if torch_location else ""
+    raise BuildConfigError(
+        f"torch_infini supports {guard.supported_releases()}; this environment has PyTorch "
+        f"{torch_version}{where}. Install a supported one (pip install 'torch>={oldest},<{major}.{minor + 1}') "
+        "and build again.")
+
+
 def build_metadata(torch_version: str, cxx11_abi: bool, stack: InfiniStack | None,
                    ccl: InfiniCCL | None = None) -> dict:
     """What the import guard checks at import time, and the diagnostics show."""

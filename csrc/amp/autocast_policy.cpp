@@ -35,7 +35,9 @@ at::Tensor binary_cross_entropy_refused(const at::Tensor&, const at::Tensor&,
       "torch.nn.BCEWithLogitsLoss, which are safe to autocast.");
 }
 
-// PyTorch's list of redispatch signatures names these unqualified.
+// PyTorch's list of redispatch signatures names these unqualified
+// (DimnameList: norm.names_ScalarOpt_dim_dtype, in the list up to 2.12).
+using at::DimnameList;
 using at::IntArrayRef;
 using at::Scalar;
 using at::ScalarType;

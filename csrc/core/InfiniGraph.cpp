@@ -19,14 +19,14 @@ namespace {
 std::atomic<c10::CaptureId_t> g_next_pool{1};
 std::atomic<int> g_captures{0};
 
-runtime::CaptureMode capture_mode(at::GraphCaptureMode mode) {
+runtime::CaptureMode capture_mode(GraphCaptureMode mode) {
   switch (mode) {
-    case at::GraphCaptureMode::ThreadLocal:
+    case GraphCaptureMode::ThreadLocal:
       return runtime::CaptureMode::kThreadLocal;
-    case at::GraphCaptureMode::Relaxed:
+    case GraphCaptureMode::Relaxed:
       return runtime::CaptureMode::kRelaxed;
-    case at::GraphCaptureMode::Default:  // CUDA's default is global too
-    case at::GraphCaptureMode::Global:
+    case GraphCaptureMode::Default:  // CUDA's default is global too
+    case GraphCaptureMode::Global:
       return runtime::CaptureMode::kGlobal;
   }
   return runtime::CaptureMode::kGlobal;
@@ -38,7 +38,7 @@ c10::Stream stream_with_id(c10::DeviceIndex device, c10::StreamId id) {
 
 }  // namespace
 
-InfiniGraph::InfiniGraph(const at::GraphImplArgs& args)
+InfiniGraph::InfiniGraph(const GraphArgs& args)
     : keep_graph_(args.keep_graph) {}
 
 InfiniGraph::~InfiniGraph() {
@@ -66,7 +66,7 @@ InfiniGraph::~InfiniGraph() {
 }
 
 void InfiniGraph::capture_begin(c10::MempoolId_t pool,
-                                at::GraphCaptureMode mode) {
+                                GraphCaptureMode mode) {
   TORCH_CHECK(!has_graph_ && !capturing_,
               "This InfiniGraph instance already owns a captured graph. To "
               "capture a new graph, create a new instance or call reset() "
@@ -230,8 +230,10 @@ void check_capturable(const char* op, const c10::Stream& stream,
 
 }  // namespace torch_infini
 
+#if TORCH_INFINI_TORCH_AT_LEAST(2, 12)  // the registry came with 2.12
 namespace at {
 // torch.accelerator.Graph creates graphs through this registry, keyed by the
 // device type's name (PrivateUse1 is renamed "infini" before any is made).
 C10_REGISTER_CLASS(GraphImplRegistry, INFINI, torch_infini::InfiniGraph)
 }  // namespace at
+#endif

@@ -7,20 +7,50 @@
 // at::GraphImplInterface, so torch.accelerator.Graph uses it too. What
 // capture records and refuses is the provider's (runtime/runtime.h).
 
-#include <ATen/core/GraphImplInterface.h>
+#include <c10/core/Allocator.h>
 #include <c10/core/Stream.h>
 #include <c10/util/SmallVector.h>
 
 #include <cstdint>
 #include <string>
 
+#include "core/TorchVersion.h"
 #include "runtime/runtime.h"
+
+#if TORCH_INFINI_TORCH_AT_LEAST(2, 12)
+#include <ATen/core/GraphImplInterface.h>
+#endif
 
 namespace torch_infini {
 
-class InfiniGraph final : public at::GraphImplInterface {
+#if TORCH_INFINI_TORCH_AT_LEAST(2, 12)
+using GraphInterface = at::GraphImplInterface;
+using GraphCaptureMode = at::GraphCaptureMode;
+using GraphArgs = at::GraphImplArgs;
+#else
+// PyTorch 2.12 added at::GraphImplInterface (and torch.accelerator.Graph on
+// it). Before it, the same shape of our own: torch.infini's graphs work the
+// same, and there is no torch.accelerator.Graph to register with.
+enum class GraphCaptureMode : int8_t { Default = 0, Global, ThreadLocal, Relaxed };
+struct GraphArgs {
+  bool keep_graph = false;
+};
+struct GraphInterface {
+  virtual ~GraphInterface() = default;
+  virtual void capture_begin(c10::MempoolId_t pool, GraphCaptureMode mode) = 0;
+  virtual void capture_end() = 0;
+  virtual void instantiate() = 0;
+  virtual void replay() = 0;
+  virtual void reset() = 0;
+  virtual c10::MempoolId_t pool() const = 0;
+  virtual void enable_debug_mode() = 0;
+  virtual void debug_dump(const std::string& path) = 0;
+};
+#endif
+
+class InfiniGraph final : public GraphInterface {
  public:
-  explicit InfiniGraph(const at::GraphImplArgs& args = {});
+  explicit InfiniGraph(const GraphArgs& args = {});
   ~InfiniGraph() override;
   InfiniGraph(const InfiniGraph&) = delete;
   InfiniGraph& operator=(const InfiniGraph&) = delete;
@@ -28,8 +58,8 @@ class InfiniGraph final : public at::GraphImplInterface {
   // `pool` {0, 0}: a pool of the graph's own; otherwise one shared with
   // the graphs given the same id (graph_pool_handle(), another's pool()).
   void capture_begin(c10::MempoolId_t pool = {0, 0},
-                     at::GraphCaptureMode mode =
-                         at::GraphCaptureMode::Default) override;
+                     GraphCaptureMode mode =
+                         GraphCaptureMode::Default) override;
   void capture_end() override;
   void instantiate() override;
   void replay() override;

@@ -6,6 +6,7 @@
 
 #include "core/InfiniFunctions.h"
 #include "core/InfiniStream.h"
+#include "core/TorchVersion.h"
 #include "runtime/runtime.h"
 
 namespace torch_infini::distributed {
@@ -13,6 +14,13 @@ namespace {
 
 using c10d::OpType;
 using c10d::ReduceOp;
+#if TORCH_INFINI_TORCH_AT_LEAST(2, 13)
+using c10d::PreMulSumSupplement;
+#else
+// PyTorch 2.13 renamed NCCLPreMulSumSupplement (kept as an alias) to
+// PreMulSumSupplement.
+using PreMulSumSupplement = c10d::NCCLPreMulSumSupplement;
+#endif
 using Work = c10::intrusive_ptr<c10d::Work>;
 
 std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
@@ -99,7 +107,7 @@ HostReduction host_reduction(const char* op_name, const ReduceOp& op,
   HostReduction r{op, std::nullopt, {}};
   if (op.op_ == ReduceOp::PREMUL_SUM) {
     const auto* supplement =
-        dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+        dynamic_cast<const PreMulSumSupplement*>(op.supplement_.get());
     TORCH_CHECK(supplement != nullptr, op_name,
                 " on infini: ReduceOp.PREMUL_SUM without its factor");
     if (supplement->tensor_factor.defined()) {

@@ -16,19 +16,19 @@ namespace {
 
 namespace py = pybind11;
 
-at::GraphCaptureMode parse_mode(const std::string& mode) {
+GraphCaptureMode parse_mode(const std::string& mode) {
   if (mode == "global") {
-    return at::GraphCaptureMode::Global;
+    return GraphCaptureMode::Global;
   }
   if (mode == "thread_local") {
-    return at::GraphCaptureMode::ThreadLocal;
+    return GraphCaptureMode::ThreadLocal;
   }
   if (mode == "relaxed") {
-    return at::GraphCaptureMode::Relaxed;
+    return GraphCaptureMode::Relaxed;
   }
   TORCH_CHECK(mode == "default", "capture_error_mode must be \"global\", "
               "\"thread_local\" or \"relaxed\", got \"", mode, "\"");
-  return at::GraphCaptureMode::Default;
+  return GraphCaptureMode::Default;
 }
 
 }  // namespace
@@ -36,7 +36,7 @@ at::GraphCaptureMode parse_mode(const std::string& mode) {
 void bind_graphs(py::module& m) {
   py::class_<InfiniGraph>(m, "_InfiniGraph")
       .def(py::init([](bool keep_graph) {
-             at::GraphImplArgs args;
+             GraphArgs args;
              args.keep_graph = keep_graph;
              return std::make_unique<InfiniGraph>(args);
            }),
