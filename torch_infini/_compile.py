@@ -26,6 +26,7 @@ generator: ``torch.compile`` with the default backend raises, naming
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.abc
 import importlib.machinery
 import sys
@@ -210,7 +211,7 @@ def _register_inductor() -> None:
 
         def run_wrapper_ir_passes(self, is_inference: bool) -> None:
             super().run_wrapper_ir_passes(is_inference)
-            self.lines = _order_host_kernels(self.lines)
+            self.lines = _order_host_kernels(self.lines, _python_wrapper_order())
 
         def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, *, device: Any = None,
                                          triton: bool = True, **kwargs: Any) -> Any:
@@ -273,11 +274,26 @@ def _register_inductor() -> None:
     register_device_op_overrides("infini", InfiniOpOverrides())
 
 
-_SYNC_LINE = "_synchronize_current_stream(-1)"
-# Around a kernel run on the calling thread where the host runtime protects
-# its device memory (TORCH_INFINI_PROTECT_DEVICE_MEMORY=1): the kernel is the
-# runtime's own work, and may touch it.
-_ACCESS_LINES = ("_begin_device_memory_access()", "_end_device_memory_access()")
+@dataclasses.dataclass(frozen=True)
+class HostKernelOrder:
+    """How a wrapper keeps its generated C++ kernels in stream order: its
+    wait for the current stream, the lines around a kernel where the host
+    runtime protects its device memory (TORCH_INFINI_PROTECT_DEVICE_MEMORY=1:
+    the kernel is the runtime's own work, and may touch it), whether its
+    kernels may be queued (then they need no wait), and the text lines that
+    queue nothing (comments, declarations)."""
+
+    sync: str
+    access: tuple[str, str]
+    queued: bool
+    host_only_prefixes: tuple[str, ...]
+
+
+def _python_wrapper_order() -> HostKernelOrder:
+    """The Python wrapper's: torch_infini._C calls (see write_header)."""
+    return HostKernelOrder(sync="_synchronize_current_stream(-1)",
+                           access=("_begin_device_memory_access()", "_end_device_memory_access()"),
+                           queued=_QUEUED_KERNELS, host_only_prefixes=("#", "del "))
 
 
 def _protected_memory() -> bool:
@@ -296,11 +312,15 @@ _QUEUED_KERNELS = False
 _WORD_ARG_TYPES = ("int64_t", "const int64_t")
 
 
-def _queued(device: Any, arg_types: Any) -> bool:
+def _queued(device: Any, arg_types: Any, queued_kernels: bool | None = None) -> bool:
     """Whether a C++ kernel of ``device`` with these argument types is queued
     (a graph's CPU kernels, over CPU tensors such as an optimizer's step
-    counts, run on the calling thread, as on the CPU)."""
-    if not _QUEUED_KERNELS or device is None or torch.device(device).type != "infini":
+    counts, run on the calling thread, as on the CPU). ``queued_kernels``:
+    whether the wrapper queues kernels at all (default: the Python wrapper's
+    answer, ``_QUEUED_KERNELS``)."""
+    if queued_kernels is None:
+        queued_kernels = _QUEUED_KERNELS
+    if not queued_kernels or device is None or torch.device(device).type != "infini":
         return False
     from . import _C
 
@@ -310,7 +330,7 @@ def _queued(device: Any, arg_types: Any) -> bool:
     return all(str(t).strip().endswith("*") or str(t).strip() in _WORD_ARG_TYPES for t in arg_types)
 
 
-def _runs_on_host(line: Any) -> bool:
+def _runs_on_host(line: Any, queued_kernels: bool) -> bool:
     """Whether a wrapper line runs a C++ kernel over device memory on the
     calling thread (an infini kernel that is not queued; a graph's CPU
     kernels touch only CPU tensors)."""
@@ -323,10 +343,10 @@ def _runs_on_host(line: Any) -> bool:
     device = getattr(line, "device", None)
     if device is not None and torch.device(device).type != "infini":
         return False
-    return not _queued(device, getattr(line, "arg_types", None))
+    return not _queued(device, getattr(line, "arg_types", None), queued_kernels)
 
 
-def _order_host_kernels(lines: list[Any]) -> list[Any]:
+def _order_host_kernels(lines: list[Any], order: HostKernelOrder) -> list[Any]:
     """The wrapper's lines with a wait for the current stream before each
     generated C++ kernel that could race queued work.
 
@@ -350,16 +370,16 @@ def _order_host_kernels(lines: list[Any]) -> list[Any]:
     pending = True  # the graph's inputs may still be being written by queued work
     protected = _protected_memory()
     for line in lines:
-        if _runs_on_host(line):
+        if _runs_on_host(line, order.queued):
             if pending:
-                ordered.append(_SYNC_LINE)
+                ordered.append(order.sync)
                 pending = False
             if protected:
-                ordered.extend((_ACCESS_LINES[0], line, _ACCESS_LINES[1]))
+                ordered.extend((order.access[0], line, order.access[1]))
                 continue
         elif isinstance(line, host_only):
             pass
-        elif isinstance(line, str) and (not line.strip() or line.lstrip().startswith(("#", "del "))):
+        elif isinstance(line, str) and (not line.strip() or line.lstrip().startswith(order.host_only_prefixes)):
             pass
         else:
             pending = True
