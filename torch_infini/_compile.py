@@ -22,6 +22,9 @@ generated wrapper keeps the current stream's order, in one of two ways:
 On providers whose memory the host cannot address there is no code
 generator: ``torch.compile`` with the default backend raises, naming
 ``backend="aot_eager"``, which works everywhere. See docs/compile.md.
+
+AOTInductor (``torch._inductor.aoti_compile_and_package``) and the
+``cpp_wrapper`` option take a C++ wrapper: torch_infini/_aoti.py.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import torch
 
 _DYNAMO_MODULE = "torch._dynamo.device_interface"
 _INDUCTOR_MODULE = "torch._inductor.codegen.common"
+_AOT_COMPILE_MODULE = "torch._inductor.compile_fx"
 
 
 def host_addressable() -> bool:
@@ -168,6 +172,9 @@ def _register_inductor() -> None:
         def device_guard(self, device_idx: int) -> str:
             return f"torch.infini.device({device_idx})"
 
+        def cpp_kernel_type(self) -> str:
+            return "void*"  # the C++ wrapper's kernels are the CPU's
+
     class InfiniWrapperCodegen(PythonWrapperCodegen):
         """Python wrapper whose generated C++ kernels run after the stream's work."""
 
@@ -257,20 +264,32 @@ def _register_inductor() -> None:
                 f"operators on infini, or the built-in host runtime (TORCH_INFINI_PROVIDER=host)")
 
     from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
+    from torch._inductor.virtualized import V
+
+    from . import _aoti
+
+    # AOTInductor's C++ wrapper (torch_infini/_aoti.py); where there is no
+    # code generator there is none, and AOTInductor's compile entry refuses.
+    cpp_wrapper_codegen = _aoti.install() if host_addressable() else None
 
     class CacheKey(CustomGraphModulePass):
-        """Changes nothing in the graph; its uuid puts this file (the code
-        generation above), the provider and whether kernels are queued in
+        """Changes nothing in a torch.compile graph (an AOTInductor graph's
+        constants move to the host, see _aoti.keep_constants_on_host); its
+        uuid puts this file and _aoti.py (the code generation), the provider,
+        whether kernels are queued and whether device memory is protected in
         Inductor's cache key, so a cached graph compiled by another version,
         for another provider or the other way is not reused."""
 
         def __call__(self, gm: torch.fx.GraphModule) -> None:
-            pass
+            if V.aot_compilation:
+                _aoti.keep_constants_on_host(gm)
 
         def uuid(self) -> Any:
-            return (get_hash_for_files((__file__,)), _provider_name(), _QUEUED_KERNELS, _protected_memory())
+            return (get_hash_for_files((__file__, _aoti.__file__)), _provider_name(), _QUEUED_KERNELS,
+                    _protected_memory())
 
-    register_backend_for_device("infini", scheduling, InfiniWrapperCodegen, device_custom_pass=CacheKey())
+    register_backend_for_device("infini", scheduling, InfiniWrapperCodegen, cpp_wrapper_codegen,
+                                device_custom_pass=CacheKey())
     register_device_op_overrides("infini", InfiniOpOverrides())
 
 
@@ -480,7 +499,16 @@ def _hook_inductor() -> None:
     common.init_backend_registration = init_backend_registration
 
 
-_REGISTER = {_DYNAMO_MODULE: _register_dynamo, _INDUCTOR_MODULE: _hook_inductor}
+def _hook_aot_compile() -> None:
+    """AOTInductor's compile entry, wrapped before its first call (the
+    backend registers inside it, too late for its options)."""
+    from . import _aoti
+
+    _aoti.hook_compile_fx_aot()
+
+
+_REGISTER = {_DYNAMO_MODULE: _register_dynamo, _INDUCTOR_MODULE: _hook_inductor,
+             _AOT_COMPILE_MODULE: _hook_aot_compile}
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
