@@ -22,10 +22,14 @@ generated wrapper keeps the current stream's order, in one of two ways:
 On providers whose memory the host cannot address there is no code
 generator: ``torch.compile`` with the default backend raises, naming
 ``backend="aot_eager"``, which works everywhere. See docs/compile.md.
+
+AOTInductor (``torch._inductor.aoti_compile_and_package``) and the
+``cpp_wrapper`` option take a C++ wrapper: torch_infini/_aoti.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.abc
 import importlib.machinery
 import sys
@@ -35,6 +39,7 @@ import torch
 
 _DYNAMO_MODULE = "torch._dynamo.device_interface"
 _INDUCTOR_MODULE = "torch._inductor.codegen.common"
+_AOT_COMPILE_MODULE = "torch._inductor.compile_fx"
 
 
 def host_addressable() -> bool:
@@ -167,6 +172,9 @@ def _register_inductor() -> None:
         def device_guard(self, device_idx: int) -> str:
             return f"torch.infini.device({device_idx})"
 
+        def cpp_kernel_type(self) -> str:
+            return "void*"  # the C++ wrapper's kernels are the CPU's
+
     class InfiniWrapperCodegen(PythonWrapperCodegen):
         """Python wrapper whose generated C++ kernels run after the stream's work."""
 
@@ -210,7 +218,7 @@ def _register_inductor() -> None:
 
         def run_wrapper_ir_passes(self, is_inference: bool) -> None:
             super().run_wrapper_ir_passes(is_inference)
-            self.lines = _order_host_kernels(self.lines)
+            self.lines = _order_host_kernels(self.lines, _python_wrapper_order())
 
         def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, *, device: Any = None,
                                          triton: bool = True, **kwargs: Any) -> Any:
@@ -256,28 +264,55 @@ def _register_inductor() -> None:
                 f"operators on infini, or the built-in host runtime (TORCH_INFINI_PROVIDER=host)")
 
     from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
+    from torch._inductor.virtualized import V
+
+    from . import _aoti
+
+    # AOTInductor's C++ wrapper (torch_infini/_aoti.py); where there is no
+    # code generator there is none, and AOTInductor's compile entry refuses.
+    cpp_wrapper_codegen = _aoti.install() if host_addressable() else None
 
     class CacheKey(CustomGraphModulePass):
-        """Changes nothing in the graph; its uuid puts this file (the code
-        generation above), the provider and whether kernels are queued in
+        """Changes nothing in a torch.compile graph (an AOTInductor graph's
+        constants move to the host, see _aoti.keep_constants_on_host); its
+        uuid puts this file and _aoti.py (the code generation), the provider,
+        whether kernels are queued and whether device memory is protected in
         Inductor's cache key, so a cached graph compiled by another version,
         for another provider or the other way is not reused."""
 
         def __call__(self, gm: torch.fx.GraphModule) -> None:
-            pass
+            if V.aot_compilation:
+                _aoti.keep_constants_on_host(gm)
 
         def uuid(self) -> Any:
-            return (get_hash_for_files((__file__,)), _provider_name(), _QUEUED_KERNELS, _protected_memory())
+            return (get_hash_for_files((__file__, _aoti.__file__)), _provider_name(), _QUEUED_KERNELS,
+                    _protected_memory())
 
-    register_backend_for_device("infini", scheduling, InfiniWrapperCodegen, device_custom_pass=CacheKey())
+    register_backend_for_device("infini", scheduling, InfiniWrapperCodegen, cpp_wrapper_codegen,
+                                device_custom_pass=CacheKey())
     register_device_op_overrides("infini", InfiniOpOverrides())
 
 
-_SYNC_LINE = "_synchronize_current_stream(-1)"
-# Around a kernel run on the calling thread where the host runtime protects
-# its device memory (TORCH_INFINI_PROTECT_DEVICE_MEMORY=1): the kernel is the
-# runtime's own work, and may touch it.
-_ACCESS_LINES = ("_begin_device_memory_access()", "_end_device_memory_access()")
+@dataclasses.dataclass(frozen=True)
+class HostKernelOrder:
+    """How a wrapper keeps its generated C++ kernels in stream order: its
+    wait for the current stream, the lines around a kernel where the host
+    runtime protects its device memory (TORCH_INFINI_PROTECT_DEVICE_MEMORY=1:
+    the kernel is the runtime's own work, and may touch it), whether its
+    kernels may be queued (then they need no wait), and the text lines that
+    queue nothing (comments, declarations)."""
+
+    sync: str
+    access: tuple[str, str]
+    queued: bool
+    host_only_prefixes: tuple[str, ...]
+
+
+def _python_wrapper_order() -> HostKernelOrder:
+    """The Python wrapper's: torch_infini._C calls (see write_header)."""
+    return HostKernelOrder(sync="_synchronize_current_stream(-1)",
+                           access=("_begin_device_memory_access()", "_end_device_memory_access()"),
+                           queued=_QUEUED_KERNELS, host_only_prefixes=("#", "del "))
 
 
 def _protected_memory() -> bool:
@@ -296,11 +331,15 @@ _QUEUED_KERNELS = False
 _WORD_ARG_TYPES = ("int64_t", "const int64_t")
 
 
-def _queued(device: Any, arg_types: Any) -> bool:
+def _queued(device: Any, arg_types: Any, queued_kernels: bool | None = None) -> bool:
     """Whether a C++ kernel of ``device`` with these argument types is queued
     (a graph's CPU kernels, over CPU tensors such as an optimizer's step
-    counts, run on the calling thread, as on the CPU)."""
-    if not _QUEUED_KERNELS or device is None or torch.device(device).type != "infini":
+    counts, run on the calling thread, as on the CPU). ``queued_kernels``:
+    whether the wrapper queues kernels at all (default: the Python wrapper's
+    answer, ``_QUEUED_KERNELS``)."""
+    if queued_kernels is None:
+        queued_kernels = _QUEUED_KERNELS
+    if not queued_kernels or device is None or torch.device(device).type != "infini":
         return False
     from . import _C
 
@@ -310,7 +349,7 @@ def _queued(device: Any, arg_types: Any) -> bool:
     return all(str(t).strip().endswith("*") or str(t).strip() in _WORD_ARG_TYPES for t in arg_types)
 
 
-def _runs_on_host(line: Any) -> bool:
+def _runs_on_host(line: Any, queued_kernels: bool) -> bool:
     """Whether a wrapper line runs a C++ kernel over device memory on the
     calling thread (an infini kernel that is not queued; a graph's CPU
     kernels touch only CPU tensors)."""
@@ -323,10 +362,10 @@ def _runs_on_host(line: Any) -> bool:
     device = getattr(line, "device", None)
     if device is not None and torch.device(device).type != "infini":
         return False
-    return not _queued(device, getattr(line, "arg_types", None))
+    return not _queued(device, getattr(line, "arg_types", None), queued_kernels)
 
 
-def _order_host_kernels(lines: list[Any]) -> list[Any]:
+def _order_host_kernels(lines: list[Any], order: HostKernelOrder) -> list[Any]:
     """The wrapper's lines with a wait for the current stream before each
     generated C++ kernel that could race queued work.
 
@@ -350,16 +389,16 @@ def _order_host_kernels(lines: list[Any]) -> list[Any]:
     pending = True  # the graph's inputs may still be being written by queued work
     protected = _protected_memory()
     for line in lines:
-        if _runs_on_host(line):
+        if _runs_on_host(line, order.queued):
             if pending:
-                ordered.append(_SYNC_LINE)
+                ordered.append(order.sync)
                 pending = False
             if protected:
-                ordered.extend((_ACCESS_LINES[0], line, _ACCESS_LINES[1]))
+                ordered.extend((order.access[0], line, order.access[1]))
                 continue
         elif isinstance(line, host_only):
             pass
-        elif isinstance(line, str) and (not line.strip() or line.lstrip().startswith(("#", "del "))):
+        elif isinstance(line, str) and (not line.strip() or line.lstrip().startswith(order.host_only_prefixes)):
             pass
         else:
             pending = True
@@ -460,7 +499,16 @@ def _hook_inductor() -> None:
     common.init_backend_registration = init_backend_registration
 
 
-_REGISTER = {_DYNAMO_MODULE: _register_dynamo, _INDUCTOR_MODULE: _hook_inductor}
+def _hook_aot_compile() -> None:
+    """AOTInductor's compile entry, wrapped before its first call (the
+    backend registers inside it, too late for its options)."""
+    from . import _aoti
+
+    _aoti.hook_compile_fx_aot()
+
+
+_REGISTER = {_DYNAMO_MODULE: _register_dynamo, _INDUCTOR_MODULE: _hook_inductor,
+             _AOT_COMPILE_MODULE: _hook_aot_compile}
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
