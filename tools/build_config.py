@@ -469,7 +469,9 @@ def check_ops_match_rt(stack: InfiniStack, compiler: str = "c++", dependency_dir
               f"(not a version mismatch); continuing:\n{result.output.strip()[:2000]}", flush=True)
 
 
-#: The shared libraries of PyTorch an ATen-backed InfiniOps (WITH_TORCH=ON) links.
+#: The shared libraries of PyTorch an ATen-backed InfiniOps (WITH_TORCH=ON)
+#: links on every device; on NVIDIA it also links libtorch_cuda and libc10_cuda
+#: (for CUDA streams), read from its own NEEDED entries.
 _TORCH_LIBRARIES = ("libtorch_cpu.so", "libtorch.so", "libc10.so", "libtorch_python.so")
 
 
@@ -503,12 +505,13 @@ def ops_torch_match(ops_library: Path, torch_lib_dir: Path) -> TorchMatch:
     """Reads which PyTorch symbols an InfiniOps library needs and whether the
     PyTorch in ``torch_lib_dir`` defines them all (a libtorch of another
     major.minor or C++ ABI does not)."""
-    if not any(n.startswith(("libtorch", "libc10")) for n in needed_libraries(ops_library)):
+    needed = needed_libraries(ops_library)
+    if not any(n.startswith(("libtorch", "libc10")) for n in needed):
         return TorchMatch(needs_torch=False)
     wanted = {s for s in _dynamic_symbols(ops_library, "--undefined-only")
               if s.startswith(("_ZN3c10", "_ZNK3c10", "_ZN2at", "_ZNK2at", "_ZN5torch", "_ZNK5torch"))}
     defined: set[str] = set()
-    for name in _TORCH_LIBRARIES:
+    for name in dict.fromkeys(_TORCH_LIBRARIES + tuple(n for n in needed if n.startswith(("libtorch", "libc10")))):
         if (torch_lib_dir / name).is_file():
             defined |= _dynamic_symbols(torch_lib_dir / name, "--defined-only")
     missing = sorted(wanted - defined)
