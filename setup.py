@@ -128,6 +128,8 @@ else:
                f"{', '.join(STACK.ops_operators) or 'none'})")
 
 GENERATED_SOURCES: list[str] = []
+if STACK is not None and STACK.cuda_note:
+    SUMMARY += "; " + STACK.cuda_note
 if STACK is not None:
     GENERATED_SOURCES, BOUND = generate_bindings(STACK)
     SUMMARY += f"; {BOUND} ATen overloads bound to InfiniOps operators"
@@ -170,7 +172,8 @@ class BuildWithMetadata(BuildExtension):
             # A link test: InfiniOps must come from a build against this InfiniRT.
             try:
                 torch_lib = Path(torch.__file__).parent / "lib"
-                check_ops_match_rt(STACK, os.environ.get("CXX", "c++"), (str(torch_lib),))
+                check_ops_match_rt(STACK, os.environ.get("CXX", "c++"),
+                                   (str(torch_lib), *STACK.cuda_library_dirs))
                 # An ATen-backed InfiniOps (WITH_TORCH=ON) must come from this PyTorch.
                 if check_ops_match_torch(STACK, torch.__version__, torch._C._GLIBCXX_USE_CXX11_ABI, torch_lib):
                     say("torch_infini: InfiniOps is ATen-backed (WITH_TORCH=ON) and matches this PyTorch", sinks)

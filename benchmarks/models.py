@@ -54,3 +54,52 @@ class DecoderBlock(nn.Module):
         x = x + self.o(y)
         h = self.mlp_norm(x)
         return x + self.down(nn.functional.silu(self.gate(h)) * self.up(h))
+
+
+class GPT2Block(nn.Module):
+    """GPT-2's block (pre-LayerNorm causal attention and a tanh-GELU MLP,
+    residuals), in plain torch ops: the GPU check's model runs without
+    transformers, which its machine lacks."""
+
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln_1, self.ln_2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.c_attn = nn.Linear(dim, 3 * dim)
+        self.attn_proj = nn.Linear(dim, dim)
+        self.c_fc = nn.Linear(dim, 4 * dim)
+        self.mlp_proj = nn.Linear(4 * dim, dim)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=-1)
+        q, k, v = (t.view(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads) + mask
+        x = x + self.attn_proj((torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, s, d))
+        return x + self.mlp_proj(nn.functional.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class TinyGPT2(nn.Module):
+    """GPT-2 (learned positions, tied input and output embeddings, final
+    LayerNorm) from a tiny configuration with random weights; returns the
+    logits. The causal mask is additive (0 and -inf), as GPT-2's eager
+    attention applies it."""
+
+    def __init__(self, vocab: int = 512, dim: int = 64, layers: int = 2, heads: int = 4, max_seq: int = 64) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocab, dim)
+        self.wpe = nn.Embedding(max_seq, dim)
+        self.blocks = nn.ModuleList(GPT2Block(dim, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(dim)
+        for p in self.parameters():  # GPT-2's initializer range
+            if p.dim() > 1:
+                nn.init.normal_(p, std=0.02)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        s = tokens.shape[1]
+        positions = torch.arange(s, device=tokens.device)
+        x = self.wte(tokens) + self.wpe(positions)
+        mask = torch.full((s, s), float("-inf"), device=tokens.device, dtype=x.dtype).triu(1)
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.ln_f(x) @ self.wte.weight.t()

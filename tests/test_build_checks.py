@@ -182,6 +182,25 @@ def test_aten_backed_infiniops_of_another_torch_names_both(torch_installs):
     assert "Rebuild InfiniOps in this Python environment" in message
 
 
+def test_symbols_of_the_device_libraries_it_links_count(tmp_path):
+    """On NVIDIA, an ATen-backed InfiniOps also links libc10_cuda (CUDA
+    streams): its symbols are looked up there too, not reported missing."""
+    if CXX is None:
+        pytest.skip("needs a C++ compiler to make the fake libraries")
+    torch_dir = tmp_path / "torch"
+    _shared_library(torch_dir, "c10", TORCH_A)
+    _shared_library(torch_dir, "c10_cuda", "namespace c10::cuda { int stream_from_external(int i) { return i; } }")
+    _shared_library(tmp_path / "ops", "infiniops",
+                    OPS_WITH_TORCH + "namespace c10::cuda { int stream_from_external(int); }\n"
+                    "namespace infini::ops { int on_stream() { return c10::cuda::stream_from_external(1); } }\n",
+                    f"-L{torch_dir}", "-lc10", "-lc10_cuda")
+    match = build_config.ops_torch_match(tmp_path / "ops" / "libinfiniops.so", torch_dir)
+    assert match.needs_torch and match.missing == []
+    (torch_dir / "libc10_cuda.so").unlink()  # a CPU-only PyTorch: the CUDA symbol is missing
+    assert any("stream_from_external" in s for s in
+               build_config.ops_torch_match(tmp_path / "ops" / "libinfiniops.so", torch_dir).missing)
+
+
 def test_aten_backed_infiniops_of_another_abi_is_refused(torch_installs):
     abi = build_config.ops_torch_match(torch_installs["ops"] / "libinfiniops.so", torch_installs["a"]).ops_cxx11_abi
     with pytest.raises(BuildConfigError, match="compiled with the (pre-)?C\\+\\+11 ABI"):

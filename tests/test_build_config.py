@@ -260,6 +260,107 @@ def test_cuda_include_dirs_passed_through(rt, ops):
     assert stack.include_dirs[-2:] == ["/opt/cuda/include", "/opt/cuda/targets/include"]
 
 
+def make_nvidia_rt(root: Path) -> Path:
+    """An InfiniRT prefix built with the nvidia backend: its public header
+    includes cuda_runtime.h, as InfiniRT a38977e's does."""
+    make_rt(root, backends=("cpu", "nvidia"))
+    native = root / "include" / "infini" / "rt" / "detail" / "native" / "cuda" / "nvidia"
+    native.mkdir(parents=True)
+    (native / "runtime_.h").write_text("#pragma once\n#include <utility>\n// clang-format off\n"
+                                       "#include <cuda_runtime.h>\n// clang-format on\n")
+    (native / "data_type_.h").write_text('#pragma once\n#  include "cuda_bf16.h"\n')
+    return root
+
+
+def make_cuda_home(root: Path, headers=("cuda_runtime.h", "cuda_bf16.h"), lib: str = "lib64") -> Path:
+    (root / "include").mkdir(parents=True)
+    for name in headers:
+        (root / "include" / name).write_text("#pragma once\n")
+    (root / lib).mkdir()
+    return root
+
+
+@pytest.fixture
+def no_default_cuda(tmp_path, monkeypatch):
+    """No CUDA toolkit at the default location, whatever this machine has."""
+    monkeypatch.setattr(build_config, "DEFAULT_CUDA_HOME", tmp_path / "no-default-cuda")
+
+
+def test_headers_without_cuda_need_no_cuda(rt, ops, no_default_cuda):
+    stack = resolve_infini_stack({"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(ops)})
+    assert build_config.cuda_headers_included(stack.include_dirs) == {}
+    assert (stack.cuda_include_dirs, stack.cuda_library_dirs, stack.cuda_note) == ([], [], "")
+
+
+def test_nvidia_rt_headers_add_cuda_home(tmp_path, ops, no_default_cuda):
+    rt = make_nvidia_rt(tmp_path / "rt")
+    cuda = make_cuda_home(tmp_path / "cuda")
+    stack = resolve_infini_stack({"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(ops),
+                                  "CUDA_HOME": str(cuda)})
+    assert stack.rt_backends == ["cpu", "nvidia"]
+    needed = build_config.cuda_headers_included(stack.rt_include_dirs)
+    assert sorted(needed) == ["cuda_bf16.h", "cuda_runtime.h"]
+    assert needed["cuda_runtime.h"].name == "runtime_.h"
+    assert stack.cuda_include_dirs == [str(cuda / "include")]
+    assert stack.include_dirs[-1] == str(cuda / "include")
+    assert stack.cuda_library_dirs == [str(cuda / "lib64")]
+    assert stack.library_dirs[-1] == str(cuda / "lib64")
+    # The build log says why CUDA is needed and where it was found.
+    assert "cuda_runtime.h" in stack.cuda_note and str(cuda / "include") in stack.cuda_note
+    assert "CUDA_HOME" in stack.cuda_note
+
+
+def test_cuda_path_and_default_location_are_used_in_order(tmp_path, ops, monkeypatch):
+    rt = make_nvidia_rt(tmp_path / "rt")
+    default = make_cuda_home(tmp_path / "default", lib="lib")
+    other = make_cuda_home(tmp_path / "other")
+    monkeypatch.setattr(build_config, "DEFAULT_CUDA_HOME", default)
+    env = {"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(ops)}
+    stack = resolve_infini_stack(env)
+    assert (stack.cuda_include_dirs, stack.cuda_library_dirs) == ([str(default / "include")], [str(default / "lib")])
+    assert "default location" in stack.cuda_note
+    stack = resolve_infini_stack({**env, "CUDA_PATH": str(other)})
+    assert stack.cuda_include_dirs == [str(other / "include")] and "CUDA_PATH" in stack.cuda_note
+
+
+def test_nvidia_rt_headers_without_cuda_is_an_error(tmp_path, ops, no_default_cuda):
+    rt = make_nvidia_rt(tmp_path / "rt")
+    with pytest.raises(BuildConfigError) as info:
+        resolve_infini_stack({"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(ops)})
+    message = str(info.value)
+    assert "cuda_bf16.h" in message and "no CUDA toolkit" in message and "CUDA_HOME" in message
+    assert str(rt / "include") in message  # the install header that includes it
+
+
+def test_cuda_home_that_is_not_a_toolkit_is_an_error(tmp_path, ops, no_default_cuda):
+    rt = make_nvidia_rt(tmp_path / "rt")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(BuildConfigError, match="CUDA_HOME") as info:
+        resolve_infini_stack({"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(ops), "CUDA_HOME": str(empty)})
+    assert str(empty) in str(info.value)
+
+
+def test_header_apart_from_the_toolkit_comes_from_cuda_include_dirs(tmp_path, no_default_cuda):
+    """cuBLAS' headers come from nvidia-cublas, not the toolkit: a missing one
+    is named, and CUDA_INCLUDE_DIRS supplies it (searched first)."""
+    rt = make_nvidia_rt(tmp_path / "rt")
+    ops = make_ops(tmp_path / "ops")
+    (ops / "include" / "infini" / "blas.h").write_text("#include <cublas_v2.h>\n")
+    cuda = make_cuda_home(tmp_path / "cuda")
+    env = {"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(ops), "CUDA_HOME": str(cuda)}
+    with pytest.raises(BuildConfigError, match="cublas_v2.h") as info:
+        resolve_infini_stack(env)
+    assert str(ops / "include" / "infini" / "blas.h") in str(info.value)
+    cublas = tmp_path / "cublas"
+    (cublas / "include").mkdir(parents=True)
+    (cublas / "include" / "cublas_v2.h").write_text("#pragma once\n")
+    stack = resolve_infini_stack({**env, "CUDA_INCLUDE_DIRS": str(cublas / "include"),
+                                  "CUDA_LIBRARY_DIRS": str(cublas / "lib")})
+    assert stack.cuda_include_dirs == [str(cublas / "include"), str(cuda / "include")]
+    assert stack.cuda_library_dirs == [str(cublas / "lib"), str(cuda / "lib64")]
+
+
 @pytest.mark.parametrize(
     "version,expected",
     [("2.13.0+cpu", "2.13"), ("2.13.1", "2.13"), ("2.13.0a0+git123", "2.13"), ("2.13.0rc1", "2.13"),

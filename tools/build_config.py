@@ -31,6 +31,10 @@ class InfiniStack:
     ops_include_dirs: list[str]
     ops_library_dirs: list[str]
     cuda_include_dirs: list[str] = field(default_factory=list)
+    # Where CUDA's libraries are, when the installs' headers include CUDA's.
+    cuda_library_dirs: list[str] = field(default_factory=list)
+    # What the build found about CUDA, for the build log ("" when not needed).
+    cuda_note: str = ""
     rt_backends: list[str] = field(default_factory=list)
     # Operators InfiniOps instantiated, and whether its Add takes alpha.
     ops_operators: list[str] = field(default_factory=list)
@@ -55,7 +59,7 @@ class InfiniStack:
 
     @property
     def library_dirs(self) -> list[str]:
-        return self.ops_library_dirs + self.rt_library_dirs
+        return self.ops_library_dirs + self.rt_library_dirs + self.cuda_library_dirs
 
     @property
     def define_macros(self) -> list[tuple[str, str]]:
@@ -163,6 +167,92 @@ def ops_implementations_from_library(library: Path) -> dict[str, list[int]]:
     return {name: sorted(types) for name, types in sorted(found.items())}
 
 
+#: An ``#include`` of a header of NVIDIA's CUDA toolkit or of a CUDA library
+#: shipped apart (cuBLAS, NCCL, ... from the package index): an install whose
+#: public headers have one cannot be compiled against without CUDA's headers.
+_CUDA_INCLUDE = re.compile(
+    r'^[ \t]*#[ \t]*include[ \t]*[<"]((?:cuda|cublas|cusparse|curand|cufft|cusolver|nccl|cudnn|nvtx|'
+    r'vector_types|driver_types)[A-Za-z0-9_]*\.h)[>"]', re.M)
+
+
+def cuda_headers_included(include_dirs: list[str]) -> dict[str, Path]:
+    """The CUDA headers that an install's public headers include, each with
+    the first header (sorted) that includes it; empty when none does.
+
+    Only ``infini/`` (the installs' own tree) is read, not a system folder an
+    override may also name."""
+    found: dict[str, Path] = {}
+    for directory in include_dirs:
+        root = Path(directory) / "infini"
+        if not root.is_dir():
+            continue
+        for header in sorted(root.rglob("*.h")):
+            for name in _CUDA_INCLUDE.findall(header.read_text(errors="replace")):
+                found.setdefault(name, header)
+    return found
+
+
+#: Where CUDA's installers put the toolkit; tests point it elsewhere.
+DEFAULT_CUDA_HOME = Path("/usr/local/cuda")
+
+
+def cuda_home(env: Mapping[str, str]) -> tuple[str, Path] | None:
+    """Where the CUDA toolkit is, and what said so: ``CUDA_HOME``, then
+    ``CUDA_PATH`` (PyTorch reads them in this order), then ``/usr/local/cuda``
+    (:data:`DEFAULT_CUDA_HOME`).
+    A variable that is set must name a toolkit (``include/cuda_runtime.h``)."""
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        value = env.get(var, "")
+        if value:
+            if not (Path(value) / "include" / "cuda_runtime.h").is_file():
+                raise BuildConfigError(
+                    f"{var}={value} is set, but {value}/include/cuda_runtime.h does not exist: "
+                    f"point {var} at a CUDA toolkit (the folder with include/ and lib64/)")
+            return var, Path(value)
+    if (DEFAULT_CUDA_HOME / "include" / "cuda_runtime.h").is_file():
+        return "its default location", DEFAULT_CUDA_HOME
+    return None
+
+
+def resolve_cuda(env: Mapping[str, str], include_dirs: list[str]) -> tuple[list[str], list[str], str]:
+    """CUDA's include and library folders for installs whose public headers
+    include CUDA's (InfiniRT's nvidia backend includes ``cuda_runtime.h``),
+    and a line for the build log saying what was found and why it is needed.
+
+    ``CUDA_INCLUDE_DIRS`` and ``CUDA_LIBRARY_DIRS`` (path lists) are used as
+    given, before the toolkit's own folders; the toolkit is ``CUDA_HOME``,
+    ``CUDA_PATH`` or ``/usr/local/cuda``. Every CUDA header the installs
+    include must be in one of the folders (cuBLAS' from ``nvidia-cublas``
+    lives apart from the toolkit: add its ``include`` to
+    ``CUDA_INCLUDE_DIRS``), else BuildConfigError names the header, the
+    install header that includes it and what to set."""
+    extra_inc = _split(env.get("CUDA_INCLUDE_DIRS", ""))
+    extra_lib = _split(env.get("CUDA_LIBRARY_DIRS", ""))
+    needed = cuda_headers_included(include_dirs)
+    if not needed:
+        return extra_inc, extra_lib, ""
+    home = cuda_home(env)
+    inc, lib = list(extra_inc), list(extra_lib)
+    if home is not None:
+        source, root = home
+        inc.append(str(root / "include"))
+        lib += [str(root / name) for name in ("lib64", "lib") if (root / name).is_dir()][:1]
+    for name, includer in sorted(needed.items()):
+        if not any((Path(d) / name).is_file() for d in inc):
+            where = f"the CUDA toolkit at {home[1]} ({home[0]})" if home else "no CUDA toolkit (CUDA_HOME, CUDA_PATH and /usr/local/cuda have none)"
+            raise BuildConfigError(
+                f"the Infini stack's headers include CUDA's {name} ({includer}), which is not in "
+                f"{where}{' nor in CUDA_INCLUDE_DIRS' if extra_inc else ''}: set CUDA_HOME to a CUDA "
+                f"toolkit, and add the folder that has {name} to CUDA_INCLUDE_DIRS where it comes "
+                "apart from the toolkit (cublas_v2.h: nvidia-cublas' nvidia/cu13/include)")
+    first = min(needed.items(), key=lambda item: str(item[1]))
+    note = (f"the Infini stack's headers include CUDA's {', '.join(sorted(needed))} ({first[1]} includes "
+            f"{first[0]}): compiling with CUDA's headers from {os.pathsep.join(inc)}"
+            f"{'; libraries from ' + os.pathsep.join(lib) if lib else ''}"
+            f"{f' (toolkit found by {home[0]})' if home else ''}")
+    return inc, lib, note
+
+
 def resolve_infini_stack(env: Mapping[str, str]) -> InfiniStack | None:
     """The Infini stack to compile against, or None for a host-runtime-only build.
 
@@ -203,10 +293,11 @@ def resolve_infini_stack(env: Mapping[str, str]) -> InfiniStack | None:
     gemm_optional_c = ops_gemm_has_optional_c(ops_header)
     cat_list = ops_cat_takes_list(ops_header)
     linear_weight = ops_linear_takes_weight(ops_header)
+    cuda_inc, cuda_lib, cuda_note = resolve_cuda(env, ops_inc + rt_inc)
     return InfiniStack(
         rt_include_dirs=rt_inc, rt_library_dirs=rt_lib,
         ops_include_dirs=ops_inc, ops_library_dirs=ops_lib,
-        cuda_include_dirs=_split(env.get("CUDA_INCLUDE_DIRS", "")),
+        cuda_include_dirs=cuda_inc, cuda_library_dirs=cuda_lib, cuda_note=cuda_note,
         rt_backends=backends, ops_operators=operators, ops_add_has_alpha=add_alpha,
         ops_gemm_has_optional_c=gemm_optional_c, ops_cat_takes_list=cat_list,
         ops_linear_takes_weight=linear_weight,
@@ -406,7 +497,9 @@ def check_ops_match_rt(stack: InfiniStack, compiler: str = "c++", dependency_dir
               f"(not a version mismatch); continuing:\n{result.output.strip()[:2000]}", flush=True)
 
 
-#: The shared libraries of PyTorch an ATen-backed InfiniOps (WITH_TORCH=ON) links.
+#: The shared libraries of PyTorch an ATen-backed InfiniOps (WITH_TORCH=ON)
+#: links on every device; on NVIDIA it also links libtorch_cuda and libc10_cuda
+#: (for CUDA streams), read from its own NEEDED entries.
 _TORCH_LIBRARIES = ("libtorch_cpu.so", "libtorch.so", "libc10.so", "libtorch_python.so")
 
 
@@ -440,12 +533,13 @@ def ops_torch_match(ops_library: Path, torch_lib_dir: Path) -> TorchMatch:
     """Reads which PyTorch symbols an InfiniOps library needs and whether the
     PyTorch in ``torch_lib_dir`` defines them all (a libtorch of another
     major.minor or C++ ABI does not)."""
-    if not any(n.startswith(("libtorch", "libc10")) for n in needed_libraries(ops_library)):
+    needed = needed_libraries(ops_library)
+    if not any(n.startswith(("libtorch", "libc10")) for n in needed):
         return TorchMatch(needs_torch=False)
     wanted = {s for s in _dynamic_symbols(ops_library, "--undefined-only")
               if s.startswith(("_ZN3c10", "_ZNK3c10", "_ZN2at", "_ZNK2at", "_ZN5torch", "_ZNK5torch"))}
     defined: set[str] = set()
-    for name in _TORCH_LIBRARIES:
+    for name in dict.fromkeys(_TORCH_LIBRARIES + tuple(n for n in needed if n.startswith(("libtorch", "libc10")))):
         if (torch_lib_dir / name).is_file():
             defined |= _dynamic_symbols(torch_lib_dir / name, "--defined-only")
     missing = sorted(wanted - defined)

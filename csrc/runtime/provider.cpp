@@ -64,6 +64,13 @@ Selection select() {
       ? "forced by TORCH_INFINI_PROVIDER=infini"
       : "Infini stack compiled in; InfiniRT backend '" +
           s.provider->backend() + "' selected";
+  if (!rt_backend.empty()) {
+    s.reason += ", forced by TORCH_INFINI_RT_BACKEND=" + rt_backend;
+  }
+  const std::string detail = s.provider->selection_detail();
+  if (!detail.empty()) {
+    s.reason += ", passed over: " + detail;
+  }
 #else
   TORCH_CHECK(s.requested != "infini",
               "TORCH_INFINI_PROVIDER=infini, but this build of torch_infini "

@@ -63,6 +63,10 @@ class Provider {
   // The backend under the provider: "host" for the built-in runtime, the
   // InfiniRT backend name ("cpu", "nvidia", ...) for the Infini stack.
   virtual const std::string& backend() const = 0;
+  // Why backend() was chosen over the others compiled in (each passed-over
+  // backend and what its probe answered), for the diagnostics; empty where
+  // there was no choice.
+  virtual std::string selection_detail() const { return {}; }
   virtual const Capabilities& capabilities() const = 0;
 
   virtual int device_count() const = 0;

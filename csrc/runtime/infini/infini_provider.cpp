@@ -59,6 +59,34 @@ std::string backend_name(Type type) {
   return std::string(irt::Device::StringFromType(type));
 }
 
+// Why a backend offers no device, from its GetDeviceCount: the error code,
+// named where the backend's runtime is CUDA's (cudaError_t values, which
+// InfiniRT's nvidia backend returns unchanged).
+std::string no_device_reason(Type type, int status, bool succeeded) {
+  if (succeeded) {
+    return "no device (GetDeviceCount returned 0)";
+  }
+  std::string text = "no device (GetDeviceCount failed with error " +
+      std::to_string(status);
+  if (type == Type::kNvidia) {
+    switch (status) {
+      case 34:
+        text += ", cudaErrorStubLibrary: the CUDA driver found is a stub";
+        break;
+      case 35:
+        text += ", cudaErrorInsufficientDriver: no CUDA driver, or one "
+                "older than the CUDA runtime";
+        break;
+      case 100:
+        text += ", cudaErrorNoDevice: the driver sees no GPU";
+        break;
+      default:
+        break;
+    }
+  }
+  return text + ")";
+}
+
 // The calling thread's binding: InfiniRT's backend choice is thread-local.
 thread_local bool tls_backend_bound = false;
 thread_local int tls_device = -1;
@@ -88,27 +116,35 @@ InfiniProvider::InfiniProvider() {
     names += (names.empty() ? "" : ", ") + backend_name(t);
   }
   bool chosen = false;
+  // What each backend tried and passed over answered: the diagnostics say
+  // why a build with an accelerator backend runs on CPU (no driver, no device).
+  std::string passed_over;
   for (Type t : compiled) {
     if (!forced.empty() && backend_name(t) != forced) {
       continue;
     }
     irt::set_runtime_device_type(t);
     int count = 0;
-    if (rt::GetDeviceCount(&count) == rt::kSuccess && count > 0) {
+    const auto status = rt::GetDeviceCount(&count);
+    if (status == rt::kSuccess && count > 0) {
       type_ = t;
       device_count_ = count;
       chosen = true;
       break;
     }
+    passed_over += (passed_over.empty() ? "" : "; ") + backend_name(t) + ": " +
+        no_device_reason(t, static_cast<int>(status), status == rt::kSuccess);
   }
   TORCH_CHECK(chosen,
               forced.empty()
                   ? std::string("InfiniRT reports no device on any compiled "
-                                "backend (") + names + ")"
+                                "backend (") + names + "): " + passed_over
                   : "TORCH_INFINI_RT_BACKEND=" + forced +
                       " is not a compiled-in InfiniRT backend with a device "
-                      "(compiled: " + names + ")");
+                      "(compiled: " + names + ")" +
+                      (passed_over.empty() ? "" : ": " + passed_over));
   backend_ = backend_name(type_);
+  selection_detail_ = passed_over;
   tls_backend_bound = false;
   tls_device = -1;
   probe_capabilities();

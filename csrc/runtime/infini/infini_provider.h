@@ -25,6 +25,7 @@ class InfiniProvider final : public Provider {
 
   const char* name() const override { return "infini"; }
   const std::string& backend() const override { return backend_; }
+  std::string selection_detail() const override { return selection_detail_; }
   const Capabilities& capabilities() const override { return caps_; }
 
   int device_count() const override { return device_count_; }
@@ -81,6 +82,7 @@ class InfiniProvider final : public Provider {
 
   ::infini::rt::Device::Type type_ = ::infini::rt::Device::Type::kCpu;
   std::string backend_;
+  std::string selection_detail_;
   Capabilities caps_;
   int device_count_ = 0;
   std::unique_ptr<OpKernels> kernels_;
