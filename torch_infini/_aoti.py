@@ -328,15 +328,11 @@ def make_cpp_wrapper_codegen() -> type:
             # AOTInductor's proxy executor, run by the CPU's model runner
             # (csrc/core/InfiniAOTIRunner.cpp), passes the CPU for every
             # device argument.
-            schema = getattr(op_overload, "_schema", None)
-            if schema is not None and any(isinstance(a.real_type, torch.DeviceObjType) or (
-                    isinstance(a.real_type, torch.OptionalType)
-                    and isinstance(a.real_type.getElementType(), torch.DeviceObjType))
-                    for a in schema.arguments) and any(
-                    isinstance(v, torch.device) and v.type == "infini" for v in raw_args):
+            if any(isinstance(v, torch.device) and v.type == "infini" for v in raw_args):
                 raise CppWrapperCodegenError(
                     f"AOTInductor on infini: {op_overload} takes an infini device argument, which "
                     f"AOTInductor's proxy executor would replace by the CPU")
+            schema = getattr(op_overload, "_schema", None)
             if schema is not None and V.extern_kernel_nodes:
                 # Only the arguments the extern node carries: the serializer
                 # leaves out keyword arguments at their defaults (addmm's
