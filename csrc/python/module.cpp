@@ -158,6 +158,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   bind_memory_history(m);
 
   m.def("_infini_stack_compiled", &runtime::infini_stack_compiled);
+  m.def("_refuse_backend", &runtime::refuse_backend,
+        "Makes the provider selection refuse an InfiniRT backend, with why "
+        "(torch_infini/_aten_backed.py).");
+  m.def("_backend_refusals", &runtime::backend_refusals);
   // How the Infini stack passes bool and complex operands (its tests).
   bind_operand_rules(m);
   m.def("_is_in_bad_fork", &runtime::in_bad_fork);
