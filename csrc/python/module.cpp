@@ -102,6 +102,8 @@ py::list coverage_entries() {
     d["kind"] = ops::coverage::kind_name(e.kind);
     d["calls"] = e.calls;
     d["time_ms"] = static_cast<double>(e.nanoseconds) / 1e6;
+    d["bool_calls"] = e.bool_calls;
+    d["complex_calls"] = e.complex_calls;
     out.append(d);
   }
   return out;
