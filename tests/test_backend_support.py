@@ -188,6 +188,35 @@ def test_served_means_the_provider_runs_it_as_well_as_infiniops_could():
     assert not support.classify("aten::bernoulli.p", "cpu").today  # not bound: the host draws it
 
 
+@pytest.mark.parametrize("backend", support.BACKENDS)
+def test_bound_overloads_by_how_each_backend_serves_them(backend):
+    """Every bound overload once: native where one of its operators is native
+    there, else ATen-backed only where one is ATen-backed, else absent."""
+    found = support.bound_by_status(backend)
+    bound = support.aten_bindings()
+    assert sorted(found["native"] + found["aten"] + found["absent"]) == sorted(bound)
+    operators = support.load_matrix()["operators"]
+    for status, overloads in found.items():
+        for overload in overloads:
+            statuses = {operators[op]["backends"][backend] for op in bound[overload]}
+            best = "native" if "native" in statuses else "aten" if "aten" in statuses else "absent"
+            assert best == status, (overload, statuses)
+    # What classify says of a served overload agrees.
+    for overload in found["native"][:20]:
+        assert support.classify(overload, backend).status in ("native", "composite")
+
+
+def test_nvidia_serves_natively_what_its_native_kernels_serve():
+    """At the current pin NVIDIA registers 49 native operators (the
+    matrix); the overloads bound to them are its native ones, the rest of
+    the 1,340 bound overloads need InfiniOps WITH_TORCH=ON and a CUDA
+    PyTorch."""
+    found = support.bound_by_status("nvidia")
+    assert "aten::mm.out" in found["native"] and "aten::addmm" in found["native"]
+    assert "aten::erf.out" in found["aten"]
+    assert support.torch_device("nvidia") == "cuda"
+
+
 def test_classify_rejects_an_unknown_backend():
     with pytest.raises(ValueError, match="unknown InfiniOps backend 'cuda'"):
         support.classify("aten::mm", "cuda")
@@ -211,6 +240,23 @@ _FILES = {
     "src/torch/ops/swiglu/swiglu.cc": "template class Operator<Swiglu, Device::Type::kCpu, 1>;\n"
                                       "template class Operator<Swiglu, Device::Type::kAscend, 1>;\n",
     "src/ninetoothed/ops/gelu/gelu.h": "class Operator<Gelu, Device::Type::kNvidia, 9> : public Gelu {};\n",
+    # The PyTorch device each backend's ATen-backed implementations run on.
+    "src/torch/device_.h": textwrap.dedent("""\
+        template <>
+        struct TorchDeviceName<Device::Type::kCpu> {
+          static constexpr std::string_view kValue{"cpu"};
+        };
+
+        template <>
+        struct TorchDeviceName<Device::Type::kNvidia> {
+          static constexpr std::string_view kValue{"cuda"};
+        };
+
+        template <>
+        struct TorchDeviceName<Device::Type::kAscend> {
+          static constexpr std::string_view kValue{"npu"};
+        };
+        """),
     # Stands for InfiniOps' generator: the tool switches its output off and
     # reads the operators it would emit.
     "scripts/generate_torch_ops.py": textwrap.dedent("""\
@@ -264,6 +310,7 @@ def test_the_tool_reads_an_infiniops_tree(tmp_path):
                                          "cambricon": "absent", "metax": "absent", "moore": "absent",
                                          "iluvatar": "absent", "hygon": "absent"}
     assert set(ops["erf"]["backends"].values()) == {"aten"}
+    assert matrix["torch_devices"] == {"cpu": "cpu", "nvidia": "cuda", "ascend": "npu"}
     assert matrix["infiniops"]["commit"] == subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True,
                                                            text=True).stdout.strip()
     assert matrix["generated_with"]["torch"] == torch.__version__

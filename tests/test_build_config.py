@@ -464,6 +464,31 @@ def test_ops_implementations_are_read_from_library_symbols(tmp_path):
     assert bc.ops_implementations_from_library(lib) == {"Add": [0], "Gemm": [1]}
 
 
+def test_aten_backed_backends_are_read_from_library_symbols(tmp_path):
+    """Operator<Op, type, 8> (InfiniOps built WITH_TORCH=ON) makes a backend
+    ATen-backed: the process then needs that device's PyTorch
+    (torch_infini/_aten_backed.py); a native index or a mangled length that
+    does not match its name does not count."""
+    bc = build_config
+    lib = tmp_path / "libinfiniops.so"
+    lib.write_bytes(
+        b"_ZN6infini3ops8OperatorINS0_3AbsELNS_2rt6Device4TypeE0ELm8EEclE\x00"
+        b"_ZN6infini3ops8OperatorINS0_4GemmELNS_2rt6Device4TypeE1ELm8EEclE\x00"
+        b"_ZN6infini3ops8OperatorINS0_4GemmELNS_2rt6Device4TypeE3ELm0EEclE\x00"
+        b"_ZN6infini3ops8OperatorINS0_9GemmELNS_2rt6Device4TypeE4ELm8EEclE\x00"
+    )
+    assert bc.ops_aten_backed_from_library(lib) == ["cpu", "nvidia"]
+    lib.write_bytes(b"_ZN6infini3ops8OperatorINS0_3AbsELNS_2rt6Device4TypeE0ELm0EEclE\x00")
+    assert bc.ops_aten_backed_from_library(lib) == []
+
+
+def test_build_metadata_records_the_aten_backed_backends(rt, ops):
+    stack = resolve_infini_stack({"INFINI_RT_PREFIX": str(rt), "INFINI_OPS_PREFIX": str(ops)})
+    stack.ops_aten_backed = ["cpu", "nvidia"]
+    assert build_metadata("2.13.0", True, stack)["infini_ops_aten_backed"] == ["cpu", "nvidia"]
+    assert build_metadata("2.13.0", True, None)["infini_ops_aten_backed"] == []
+
+
 # --- InfiniCCL (INFINI_CCL_PREFIX) -------------------------------------------------
 
 

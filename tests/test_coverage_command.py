@@ -88,6 +88,20 @@ print("OUTPUT", json.dumps(y.detach().cpu().tolist()))
 print("GRAD", json.dumps(model[0].weight.grad.cpu().tolist()))
 """
 
+# Known calls with bool and complex tensors, which InfiniRT has no DataType
+# for: the coverage record counts them apart.
+DTYPES = """
+import torch
+import torch_infini
+
+x = torch.linspace(-2, 2, 8).to("infini")
+m = x > 0                  # a bool result
+y = torch.where(m, x, -x)  # a bool operand (the stack passes it as its bytes)
+z = torch.complex(x, y)    # a complex result
+w = torch.cat([z, z])      # complex operands (the stack passes them as pairs)
+n = -w                     # complex operands of an operator outside that table
+"""
+
 CPU_ONLY = """
 import torch
 
@@ -140,6 +154,9 @@ def _check_totals(rep: dict) -> None:
     for status, group in rep["groups"].items():
         members = [o for o in rep["overloads"] if o["status"] == status]
         assert group["overloads"] == len(members) and group["calls"] == sum(o["calls"] for o in members)
+        for key in ("bool_calls", "complex_calls"):
+            assert group[key] == sum(o[key] for o in members)
+            assert all(0 <= o[key] <= o["calls"] for o in members)
     for o in rep["overloads"]:
         kind = "composite" if o["ran_on_host_as"] == ["composite"] else "native"
         verdict = support.classify(o["op"], rep["backend"], rep["infiniops"]["short"], kind=kind)
@@ -173,6 +190,33 @@ def test_forward_counts_and_verdicts(forward_run, backend):
     layer_norm = by_op["aten::native_layer_norm"]
     assert layer_norm["status"] == "unserved" and layer_norm["fails"] == "fallback"
     assert rep["groups"]["unserved"]["fallback"] >= 1
+
+
+@in_process_on_host
+def test_calls_with_bool_and_complex_tensors_are_counted_apart(tmp_path):
+    result = coverage.run([_script(tmp_path, DTYPES)], time=False)
+    assert result["exit"] == 0 and result["error"] is None, result["error"]
+    rep = coverage.report(result, "nvidia")
+    _check_totals(rep)
+    by_op = {o["op"]: o for o in rep["overloads"]}
+    assert (by_op["aten::gt.Scalar"]["calls"], by_op["aten::gt.Scalar"]["bool_calls"]) == (1, 1)
+    where = by_op["aten::where.self"]
+    assert (where["calls"], where["bool_calls"], where["complex_calls"]) == (1, 1, 0)
+    assert where["reinterpreted"] == ["bool as bytes"]
+    cat = by_op["aten::cat"]
+    assert (cat["calls"], cat["bool_calls"], cat["complex_calls"]) == (1, 0, 1)
+    assert cat["reinterpreted"] == ["complex as pairs"]
+    assert by_op["aten::complex"]["complex_calls"] == 1
+    neg = by_op["aten::neg"]  # -x on floats, -w on complex
+    assert (neg["calls"], neg["complex_calls"], neg["reinterpreted"]) == (2, 1, [])
+    counts = rep["dtype_calls"]
+    assert counts["bool"]["calls"] == sum(o["bool_calls"] for o in rep["overloads"] if o["status"] != "composite")
+    assert counts["complex"]["calls"] >= 3 and counts["complex"]["reinterpreted"] >= 1
+    text = coverage.format_report(rep)
+    assert "calls with complex tensors (InfiniRT has no complex DataType)" in text
+    assert "1 complex, complex as pairs" in text and "1 bool, bool as bytes" in text
+    assert rep["aten_backed_needs"] == {"torch_device": "cuda",
+                                        "pytorch": "a CUDA build of PyTorch (torch.version.cuda)"}
 
 
 @in_process_on_host

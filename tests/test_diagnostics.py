@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import torch_infini
+from torch_infini import backend_support
 from hang_guard import HANG_GUARD_S
 
 CAPABILITIES = {"async_copy", "pinned_memory", "timed_events", "async_execution", "blocking_events", "graphs",
@@ -41,6 +42,7 @@ SUBPROCESSES = {
     "json": (["-m", "torch_infini", "--json"], {}),
     "ops": (["-m", "torch_infini", "--ops"], {}),
     "ops_json": (["-m", "torch_infini", "--ops", "--json"], {}),
+    "backend_nvidia": (["-m", "torch_infini", "--backend", "nvidia"], {}),
     "provider_host": (["-c", PROVIDER_SCRIPT], {"TORCH_INFINI_PROVIDER": "host"}),
     "provider_bogus": (["-c", PROVIDER_SCRIPT], {"TORCH_INFINI_PROVIDER": "bogus"}),
 }
@@ -191,6 +193,32 @@ def test_python_m_torch_infini_json(diag, procs):
     assert printed["provider"] == diag["provider"]
     assert printed["device_count"] == diag["device_count"]
     assert printed["capabilities"] == diag["capabilities"]
+    table = printed["infiniops_backends"]
+    assert table["pin"] == backend_support.CURRENT_PIN
+    assert [row["backend"] for row in table["backends"]] == list(backend_support.BACKENDS)
+
+
+def test_python_m_torch_infini_says_per_backend_what_is_native_and_what_needs_its_pytorch(procs):
+    """Per InfiniOps backend: the bound overloads native there, those only
+    ATen-backed (and the PyTorch that then needs), those absent."""
+    text = procs["main"].stdout
+    assert f"InfiniOps {backend_support.CURRENT_PIN} per backend" in text
+    for backend in backend_support.BACKENDS:
+        found = backend_support.bound_by_status(backend)
+        row = next(line for line in text.splitlines() if line.split()[:1] == [backend])
+        assert row.split()[1:4] == [str(len(found["native"])), str(len(found["aten"])), str(len(found["absent"]))]
+    nvidia = next(line for line in text.splitlines() if line.split()[:1] == ["nvidia"])
+    assert "'cuda': a CUDA build of PyTorch" in nvidia
+    assert "torch_npu" in next(line for line in text.splitlines() if line.split()[:1] == ["ascend"])
+    # The status stays the last line.
+    assert text.splitlines()[-1].startswith("Status: ")
+    listed = procs["backend_nvidia"]
+    assert listed.returncode == 0, listed.stderr
+    found = backend_support.bound_by_status("nvidia")
+    assert f"native on nvidia: {len(found['native'])}" in listed.stdout
+    assert "  aten::mm.out" in listed.stdout
+    assert f"ATen-backed only (InfiniOps WITH_TORCH=ON; needs a CUDA build of PyTorch (torch.version.cuda)): " \
+           f"{len(found['aten'])}" in listed.stdout
 
 
 def test_python_m_torch_infini_ops(procs):

@@ -52,6 +52,10 @@ class InfiniStack:
     # InfiniRT device types (Device::Type values) with an implementation
     # (index 0) of each operator in libinfiniops, read from its symbols.
     ops_implementations: dict[str, list[int]] = field(default_factory=dict)
+    # InfiniRT backends with ATen-backed implementations (index 8, InfiniOps
+    # built WITH_TORCH=ON): they run PyTorch's kernels for that device, so
+    # the process needs that device's PyTorch (torch_infini/aten_backed.py).
+    ops_aten_backed: list[str] = field(default_factory=list)
 
     @property
     def include_dirs(self) -> list[str]:
@@ -253,6 +257,24 @@ def resolve_cuda(env: Mapping[str, str], include_dirs: list[str]) -> tuple[list[
     return inc, lib, note
 
 
+_ATEN_BACKED_SYMBOL = re.compile(rb"8OperatorINS0_(\d+)([A-Za-z_][A-Za-z0-9_]*?)ELNS_2rt6Device4TypeE(\d+)ELm8EE")
+#: InfiniRT's Device::Type values, in order.
+_DEVICE_TYPES = ("cpu", "nvidia", "cambricon", "ascend", "metax", "moore", "iluvatar", "hygon")
+
+
+def ops_aten_backed_from_library(library: Path) -> list[str]:
+    """The InfiniRT backends with an ATen-backed implementation
+    (``Operator<Op, type, 8>``, InfiniOps built ``WITH_TORCH=ON``) of some
+    operator in libinfiniops, read from its mangled names."""
+    data = library.read_bytes()
+    found: set[int] = set()
+    for match in _ATEN_BACKED_SYMBOL.finditer(data):
+        length, name, device_type = int(match.group(1)), match.group(2), int(match.group(3))
+        if len(name) == length and device_type < len(_DEVICE_TYPES):
+            found.add(device_type)
+    return [_DEVICE_TYPES[t] for t in sorted(found)]
+
+
 def resolve_infini_stack(env: Mapping[str, str]) -> InfiniStack | None:
     """The Infini stack to compile against, or None for a host-runtime-only build.
 
@@ -302,6 +324,7 @@ def resolve_infini_stack(env: Mapping[str, str]) -> InfiniStack | None:
         ops_gemm_has_optional_c=gemm_optional_c, ops_cat_takes_list=cat_list,
         ops_linear_takes_weight=linear_weight,
         ops_implementations=ops_implementations_from_library(ops_library),
+        ops_aten_backed=ops_aten_backed_from_library(ops_library),
     )
 
 
@@ -396,6 +419,7 @@ def build_metadata(torch_version: str, cxx11_abi: bool, stack: InfiniStack | Non
         "infini_ops_cat_takes_list": bool(stack.ops_cat_takes_list) if stack else False,
         "infini_ops_linear_takes_weight": bool(stack.ops_linear_takes_weight) if stack else False,
         "infini_ops_implementations": dict(stack.ops_implementations) if stack else {},
+        "infini_ops_aten_backed": list(stack.ops_aten_backed) if stack else [],
     }
 
 

@@ -32,6 +32,12 @@ neither a checkout nor a bare mirror is touched. What is read, and why:
   Which overloads those are depends on the installed PyTorch, whose version
   is recorded.
 
+* ``src/torch/device_.h``: the PyTorch device each backend's ATen-backed
+  implementations hand ATen their tensors on (``TorchDeviceName``: ``cuda``
+  on NVIDIA, MetaX, Iluvatar and Hygon, ``mlu`` on Cambricon, ``npu`` on
+  Ascend, ``musa`` on Moore): the PyTorch that must be in the process for
+  them to run there.
+
 A backend's status for an operator: ``native`` where a default-build
 (``native``) implementation exists; else ``aten`` where an ATen-backed one
 exists (InfiniOps built ``WITH_TORCH=ON``); else ``absent``. Optional-build
@@ -72,6 +78,9 @@ _INSTANTIATION = re.compile(
 
 
 _NAMESPACE = re.compile(r"^namespace\s+([\w:]+)\s*\{", re.M)
+# struct TorchDeviceName<Device::Type::kNvidia> { ... kValue{"cuda"}; };
+_TORCH_DEVICE = re.compile(
+    r"struct\s+TorchDeviceName<\s*Device::Type::(k\w+)\s*>\s*\{[^}]*?kValue\s*\{\s*\"(\w+)\"")
 
 
 def _qualified(name: str) -> str:
@@ -138,6 +147,17 @@ def scan_implementations(tree: pathlib.Path) -> dict[str, dict[str, list[dict[st
                 found.setdefault(name, {}).setdefault(backend, []).append(
                     {"index": index, "kind": kind, "path": str(rel)})
     return found
+
+
+def torch_devices(tree: pathlib.Path) -> dict[str, str]:
+    """Backend -> the PyTorch device its ATen-backed implementations run
+    ATen on (``src/torch/device_.h``); empty at a pin without that file."""
+    header = tree / "src" / "torch" / "device_.h"
+    if not header.exists():
+        return {}
+    found = {DEVICE_TYPE[m.group(1)]: m.group(2) for m in _TORCH_DEVICE.finditer(header.read_text(errors="replace"))
+             if m.group(1) in DEVICE_TYPE}
+    return {b: found[b] for b in BACKENDS if b in found}
 
 
 def generated_aten_operators(tree: pathlib.Path) -> tuple[dict[str, list[str]], str]:
@@ -223,6 +243,7 @@ def build_matrix(tree: pathlib.Path, pin: dict[str, str]) -> dict[str, Any]:
                            "date": datetime.date.today().isoformat()},
         "backends": list(BACKENDS),
         "aten_index": ATEN_INDEX,
+        "torch_devices": torch_devices(tree),
         "summary": summary,
         "operators": operators,
     }

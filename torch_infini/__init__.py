@@ -67,6 +67,10 @@ try:
     import torch
 
     from . import _C  # noqa: F401  (registers the device guard, hooks, allocator, kernels)
+    from . import _aten_backed
+
+    # Before any device is used: the provider is selected at first use.
+    _aten_backed.install(_BUILD_INFO)
     from . import distributed
     from . import fallback
     from . import backend_support

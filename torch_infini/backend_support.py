@@ -42,6 +42,8 @@ __all__ = [
     "classify",
     "Verdict",
     "served_overloads",
+    "torch_device",
+    "bound_by_status",
     "enforce",
     "enforcement",
 ]
@@ -327,6 +329,32 @@ def _decomposes(overload: str) -> bool:
     from .decompositions import decomposition_table
 
     return not is_random(overload) and overload in decomposition_table()
+
+
+def torch_device(backend: str, pin: str = CURRENT_PIN) -> str:
+    """The PyTorch device `backend`'s ATen-backed implementations run ATen's
+    kernels on at InfiniOps `pin` (``"cuda"`` for ``"nvidia"``, ``"npu"``
+    for ``"ascend"``): that device's PyTorch must be in the process for
+    them to run (:mod:`torch_infini._aten_backed`)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown InfiniOps backend '{backend}': expected one of {', '.join(BACKENDS)}")
+    return load_matrix(pin)["torch_devices"][backend]
+
+
+def bound_by_status(backend: str, pin: str = CURRENT_PIN) -> dict[str, list[str]]:
+    """The ATen overloads bound to an InfiniOps operator at `pin`
+    (:func:`aten_bindings`), by how `backend` serves them: ``native`` (an
+    operator bound to it has a native kernel there), ``aten`` (ATen-backed
+    only: InfiniOps built ``WITH_TORCH=ON``, running PyTorch's kernels for
+    :func:`torch_device`), ``absent`` (none of its operators is there)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown InfiniOps backend '{backend}': expected one of {', '.join(BACKENDS)}")
+    operators = load_matrix(pin)["operators"]
+    found: dict[str, list[str]] = {"native": [], "aten": [], "absent": []}
+    for overload, ops in sorted(aten_bindings(pin).items()):
+        best = min((operators[op]["backends"][backend] for op in ops), key=_RANK.__getitem__)
+        found[best].append(overload)
+    return found
 
 
 def served_overloads(backend: str, pin: str = CURRENT_PIN, with_torch: bool = False) -> list[str]:

@@ -41,7 +41,7 @@ __all__ = ["run", "report", "format_report", "main"]
 #: Report groups, in the order the summary lists them.
 GROUPS = {
     "native": "native on {backend}",
-    "aten": "ATen-backed only (InfiniOps WITH_TORCH=ON)",
+    "aten": "ATen-backed only (WITH_TORCH=ON, PyTorch's '{device}')",
     "unserved": "not served on {backend}",
     "device": "run by the device itself (views, copies, fills, random)",
     "composite": "composite (run as their parts, counted on their own)",
@@ -173,26 +173,49 @@ def run(argv: Sequence[str], time: bool = True, compile_backend: str | None = No
     return result
 
 
+def _reinterpreted() -> tuple[set[str], set[str]]:
+    """The operators ("aten::where") whose bool operands the Infini stack
+    passes as their bytes, and whose complex ones as pairs of their real
+    dtype (csrc/runtime/bool_operands.h, complex_pairs.h)."""
+    from . import _C
+
+    return ({name for name, _, _ in _C._bool_operands_table()}, set(_C._complex_pairs_table()))
+
+
 def report(run_result: dict[str, Any], backend: str, pin: str = support.CURRENT_PIN) -> dict[str, Any]:
     """The coverage report of a run (see :func:`run`) for `backend` at
-    InfiniOps `pin`: one entry per overload, and totals per group."""
+    InfiniOps `pin`: one entry per overload, and totals per group. Calls
+    with bool or complex tensors (InfiniRT has no such DataType) are counted
+    apart (``bool_calls``, ``complex_calls``), with whether the stack passes
+    them reinterpreted (``reinterpreted``: ``bool as bytes``, ``complex as
+    pairs``; ATen-backed implementations only)."""
+    from . import _aten_backed
+
     matrix = support.load_matrix(pin)
+    as_bytes, as_pairs = _reinterpreted()
     timed = bool(run_result["device_ms"])
     calls: dict[str, dict[str, Any]] = {}
     for row in run_result["rows"]:
-        entry = calls.setdefault(row["op"], {"op": row["op"], "calls": 0, "host_ms": 0.0, "ran": []})
+        entry = calls.setdefault(row["op"], {"op": row["op"], "calls": 0, "host_ms": 0.0, "ran": [],
+                                             "bool_calls": 0, "complex_calls": 0})
         entry["calls"] += row["calls"]
         entry["host_ms"] += row["time_ms"]
+        entry["bool_calls"] += row.get("bool_calls", 0)
+        entry["complex_calls"] += row.get("complex_calls", 0)
         entry["ran"].append(row["kind"])
     overloads = []
     for op, entry in calls.items():
         kind = "composite" if entry["ran"] == ["composite"] else "native"
         verdict = support.classify(op, backend, pin, kind=kind)
         ms = run_result["device_ms"].get(op, 0.0) if timed else entry["host_ms"]
+        name = op.split(".", 1)[0]
+        reinterpreted = (["bool as bytes"] if entry["bool_calls"] and name in as_bytes else []) + (
+            ["complex as pairs"] if entry["complex_calls"] and name in as_pairs else [])
         overloads.append({
             "op": op, "calls": entry["calls"], "time_ms": round(ms, 4), "status": verdict.status,
             "fails": verdict.fails or None, "decomposes": verdict.decomposes, "infiniops": list(verdict.operators), "today": verdict.today,
-            "ran_on_host_as": entry["ran"],
+            "ran_on_host_as": entry["ran"], "bool_calls": entry["bool_calls"], "complex_calls": entry["complex_calls"],
+            "reinterpreted": reinterpreted,
         })
     counted = [o for o in overloads if o["status"] != "composite"]
     on_infini = any(entry["calls"] for entry in calls.values())
@@ -209,6 +232,8 @@ def report(run_result: dict[str, Any], backend: str, pin: str = support.CURRENT_
         members = [o for o in overloads if o["status"] == status]
         groups[status] = {
             "overloads": len(members), "calls": sum(o["calls"] for o in members),
+            "bool_calls": sum(o["bool_calls"] for o in members),
+            "complex_calls": sum(o["complex_calls"] for o in members),
             "time_ms": round(sum(o["time_ms"] for o in members), 4),
             "call_share": None if status == "composite" else round(sum(o["calls"] for o in members) / total_calls, 4),
             "time_share": None if status == "composite" else round(sum(o["time_ms"] for o in members) / total_ms, 4),
@@ -218,8 +243,19 @@ def report(run_result: dict[str, Any], backend: str, pin: str = support.CURRENT_
     groups["unserved"]["fallback"] = sum(1 for o in unserved if o["fails"] == "fallback")
     groups["unserved"]["decomposes"] = sum(1 for o in unserved if o["decomposes"])
     today = [o for o in counted if o["today"] and o["status"] != "device"]
+
+    def dtype_calls(key: str, how: str) -> dict[str, int]:
+        with_it = [o for o in counted if o[key]]
+        return {"calls": sum(o[key] for o in with_it),
+                "reinterpreted": sum(o[key] for o in with_it if how in o["reinterpreted"]),
+                "device": sum(o[key] for o in with_it if o["status"] == "device")}
+
     return {
         "backend": backend,
+        "aten_backed_needs": {"torch_device": support.torch_device(backend, pin),
+                              "pytorch": _aten_backed.needed_pytorch(backend)},
+        "dtype_calls": {"bool": dtype_calls("bool_calls", "bool as bytes"),
+                        "complex": dtype_calls("complex_calls", "complex as pairs")},
         "infiniops": matrix["infiniops"],
         "schemas_from_torch": matrix["generated_with"]["torch"],
         "script": run_result["script"], "argv": run_result["argv"], "provider": run_result["provider"],
@@ -260,11 +296,13 @@ def format_report(rep: dict[str, Any], limit: int = 12) -> str:
                      f"for {b} (its tensors and modules must be on 'infini', or on 'cuda' with the switch on)")
         return "\n".join(lines)
     g = rep["groups"]
-    lines.append(f"  {'':<60}{'overloads':>9}  {'calls':>8}  {'calls %':>7}  {'time %':>7}")
+    device = rep["aten_backed_needs"]["torch_device"]
+    lines.append(f"  {'':<60}{'overloads':>9}  {'calls':>8}  {'calls %':>7}  {'time %':>7}  {'bool':>6}  {'complex':>7}")
     for status, title in GROUPS.items():
         row = g[status]
-        lines.append(f"  {title.format(backend=b):<60}{row['overloads']:>9}  {row['calls']:>8}  "
-                     f"{_pct(row['call_share']):>7}  {_pct(row['time_share']):>7}")
+        lines.append(f"  {title.format(backend=b, device=device):<60}{row['overloads']:>9}  {row['calls']:>8}  "
+                     f"{_pct(row['call_share']):>7}  {_pct(row['time_share']):>7}  {row['bool_calls']:>6}  "
+                     f"{row['complex_calls']:>7}")
     if rep["generated_kernels_share"]:
         lines.append(f"  {'compiled code: generated kernels (no ATen overload)':<60}{'':>9}  {'':>8}  {'':>7}  "
                      f"{_pct(rep['generated_kernels_share']):>7}")
@@ -274,6 +312,21 @@ def format_report(rep: dict[str, Any], limit: int = 12) -> str:
                      f"calls are served; otherwise {u['fallback']} would run on the CPU with "
                      f"TORCH_INFINI_CPU_FALLBACK=1, {u['refused']} are refused even then (random operators); "
                      "without it all are refused")
+    if g["aten"]["overloads"]:
+        lines.append(f"  ATen-backed on {b}: InfiniOps runs PyTorch's '{device}' kernels on InfiniRT's memory, so the "
+                     f"process needs {rep['aten_backed_needs']['pytorch']}")
+    for word, how, rest in (
+            ("bool", "as their bytes (uint8)", "a call whose only bool tensor is its result runs where ATen's "
+             "kernel takes uint8 for it; others are refused naming the missing DataType, unless PyTorch's "
+             "decomposition serves them"),
+            ("complex", "as pairs of their real dtype", "they are refused naming the missing DataType, unless "
+             "PyTorch's decomposition serves them")):
+        c = rep["dtype_calls"][word]
+        if c["calls"]:
+            lines.append(f"  {c['calls']} calls with {word} tensors (InfiniRT has no {word} DataType): "
+                         f"{c['reinterpreted']} of operators the Infini stack passes them to {how} (its "
+                         f"ATen-backed implementations; a rule per call may still refuse), {c['device']} run by "
+                         f"the device itself; of the rest on the stack, {rest}")
     t = rep["provider_today"]
     lines.append(f"  torch-infini's Infini provider serves {t['overloads']} of these overloads on {b} "
                  f"({_pct(t['call_share']).strip()} of calls: native kernels, and ATen-backed ones where InfiniOps "
@@ -286,7 +339,7 @@ def format_report(rep: dict[str, Any], limit: int = 12) -> str:
         shown = members if limit <= 0 else members[:limit]
         width = min(60, max(len(o["op"]) for o in shown) + 2)
         lines.append("")
-        lines.append(f"{title.format(backend=b)}:")
+        lines.append(f"{title.format(backend=b, device=device)}:")
         for o in shown:
             extra = []
             if o["infiniops"]:
@@ -296,6 +349,10 @@ def format_report(rep: dict[str, Any], limit: int = 12) -> str:
                 extra.append("refused there" if o["fails"] == "refused" else "fallback or refusal")
             if o["today"] and status not in ("device",):
                 extra.append("served")
+            for key, word in (("bool_calls", "bool"), ("complex_calls", "complex")):
+                if o[key]:
+                    how = "bool as bytes" if word == "bool" else "complex as pairs"
+                    extra.append(f"{o[key]} {word}" + (f", {how}" if how in o["reinterpreted"] else ""))
             lines.append(f"  {o['op']:<{width}}{o['calls']:>8}  {_pct(o['call_share']):>7}  {_pct(o['time_share']):>7}"
                          + (f"  ({'; '.join(extra)})" if extra else ""))
         if len(shown) < len(members):

@@ -35,6 +35,16 @@ def fix_for(error: BaseException, stack_compiled: Optional[bool] = None) -> str:
         name = variable.group(1)
         accepted = _env.VARIABLES.get(name, "see the README's configuration table")
         return f"set {name} to {accepted}; or unset it for the default"
+    if "is refused: this torch_infini's InfiniOps is ATen-backed" in text:
+        return ("install the PyTorch the problem names in this environment (and rebuild torch_infini with it), or "
+                "use an InfiniOps built WITH_TORCH=OFF; meanwhile TORCH_INFINI_RT_BACKEND=cpu or "
+                "TORCH_INFINI_PROVIDER=host run elsewhere")
+    device_torch = re.search(r"\b(libtorch_cuda|libc10_cuda|libtorch_hip|libc10_hip)\.so", text)
+    if "cannot open shared object file" in text and device_torch:
+        return (f"the loader needs {device_torch.group(1)}.so, a library of a CUDA (or ROCm) build of PyTorch: "
+                "InfiniOps built WITH_TORCH=ON against such a PyTorch runs its 'cuda' kernels, and this "
+                "process's PyTorch has none. Install that build of PyTorch (the one InfiniOps was built with) "
+                "and rebuild torch_infini with it, or use an InfiniOps built WITH_TORCH=OFF")
     if "TORCH_INFINI_PROVIDER=infini" in text or "TORCH_INFINI_RT_BACKEND=" in text:
         return ("rebuild torch_infini with INFINI_RT_PREFIX and INFINI_OPS_PREFIX set (README, 'Building "
                 "against the Infini stack'), or unset TORCH_INFINI_PROVIDER / TORCH_INFINI_RT_BACKEND "
@@ -81,6 +91,7 @@ def diagnostics(load_error: Optional[BaseException] = None) -> dict[str, Any]:
         "torch_infini": __version__, "python": platform.python_version(),
         "torch": None, "torch_cxx11_abi": None, "built_for_torch": None,
         "infini_stack_compiled": None, "infini_rt_backends_compiled": [], "infini_ops_operators_compiled": [],
+        "infini_ops_aten_backed": [],
         "provider": None, "backend": None, "selection_reason": None, "device_count": 0, "devices": [],
         "capabilities": {}, "caching_allocator": None, "transfer_cuda": False, "problems": [], "usable": False,
     }
@@ -100,6 +111,7 @@ def diagnostics(load_error: Optional[BaseException] = None) -> dict[str, Any]:
         d["infini_stack_compiled"] = bool(build["infini_stack"])
         d["infini_rt_backends_compiled"] = list(build.get("infini_rt_backends", []))
         d["infini_ops_operators_compiled"] = list(build.get("infini_ops_operators", []))
+        d["infini_ops_aten_backed"] = list(build.get("infini_ops_aten_backed", []))
     except Exception as error:  # noqa: BLE001
         if load_error is None or str(error) != str(load_error):
             problems.append(_problem(error))
@@ -203,8 +215,10 @@ def _unknown(value: Any) -> str:
     return "unknown" if value is None else str(value)
 
 
-def format_diagnostics(d: dict[str, Any]) -> str:
-    """The text ``python -m torch_infini`` prints: every line it can, then each problem and its fix."""
+def format_diagnostics(d: dict[str, Any], backends: Optional[str] = None) -> str:
+    """The text ``python -m torch_infini`` prints: every line it can (and
+    `backends`, the per-backend table, where given), then each problem and
+    its fix."""
     abi = "unknown" if d["torch_cxx11_abi"] is None else str(int(d["torch_cxx11_abi"]))
     stack = d["infini_stack_compiled"]
     lines = [
@@ -215,6 +229,11 @@ def format_diagnostics(d: dict[str, Any]) -> str:
            f" InfiniOps operators: {', '.join(d['infini_ops_operators_compiled']) or 'none'})"
            if stack else ""),
     ]
+    if stack:
+        aten_backed = d.get("infini_ops_aten_backed", [])
+        lines.append("InfiniOps ATen-backed (WITH_TORCH=ON) on: " + (
+            ", ".join(aten_backed) + " (its ATen-backed implementations run that device's PyTorch kernels in this "
+            "process)" if aten_backed else "none (native kernels only)"))
     if d["provider"] is not None:
         lines.append(f"Provider: {d['provider']}  backend: {d['backend']}  ({d['selection_reason']})")
         lines.append(f"Devices: {d['device_count']}")
@@ -228,6 +247,8 @@ def format_diagnostics(d: dict[str, Any]) -> str:
         lines.append("Devices: 0")
     lines.append("CUDA-to-infini switch: " + (
         "on" if d.get("transfer_cuda") else "off (TORCH_INFINI_TRANSFER_CUDA=1 or import torch_infini.transfer_to_infini)"))
+    if backends:
+        lines.append(backends)
     for problem in d["problems"]:
         lines.append(f"Problem: {problem['problem']}")
         lines.append(f"  Fix: {problem['fix']}")
@@ -257,4 +278,52 @@ def format_operator_table(rows: list[dict[str, Any]]) -> str:
         lines.append(f"{row['op']}")
         lines.append(f"    dtypes: {', '.join(row['dtypes'])}")
         lines.append(f"    supports: {', '.join(flags) or '-'}; kernel: {row['kernel']}")
+    return "\n".join(lines)
+
+
+def backend_table(pin: Optional[str] = None) -> list[dict[str, Any]]:
+    """Per InfiniOps backend at `pin` (default the current pin): how many of
+    the ATen overloads bound to an InfiniOps operator it serves natively,
+    how many only ATen-backed (and the PyTorch that then needs), how many
+    not at all (``torch_infini.backend_support``'s support matrix)."""
+    from . import _aten_backed, backend_support
+
+    pin = pin or backend_support.CURRENT_PIN
+    rows = []
+    for backend in backend_support.BACKENDS:
+        found = backend_support.bound_by_status(backend, pin)
+        rows.append({"backend": backend, "native": len(found["native"]), "aten": len(found["aten"]),
+                     "absent": len(found["absent"]), "torch_device": backend_support.torch_device(backend, pin),
+                     "aten_needs": _aten_backed.needed_pytorch(backend)})
+    return rows
+
+
+def format_backend_table(rows: list[dict[str, Any]], pin: str) -> str:
+    """The text of :func:`backend_table` (``python -m torch_infini``)."""
+    total = rows[0]["native"] + rows[0]["aten"] + rows[0]["absent"] if rows else 0
+    lines = [f"InfiniOps {pin} per backend: the {total} ATen overloads bound to an InfiniOps operator, as each "
+             "backend serves them (support matrix of the pin; ATen-backed needs InfiniOps built WITH_TORCH=ON and, "
+             "in the process, the PyTorch named)",
+             f"  {'backend':<10} {'native':>6} {'ATen-backed':>11} {'absent':>6}  ATen-backed runs PyTorch's kernels of"]
+    for row in rows:
+        lines.append(f"  {row['backend']:<10} {row['native']:>6} {row['aten']:>11} {row['absent']:>6}  "
+                     f"'{row['torch_device']}': {row['aten_needs']}")
+    lines.append("  (python -m torch_infini --backend NAME lists them; python -m torch_infini coverage --backend NAME "
+                 "-- prog.py weighs them by a program's calls)")
+    return "\n".join(lines)
+
+
+def format_backend_overloads(backend: str, pin: str) -> str:
+    """Every bound overload of `backend` at `pin`, by how it is served
+    (``python -m torch_infini --backend NAME``)."""
+    from . import _aten_backed, backend_support
+
+    found = backend_support.bound_by_status(backend, pin)
+    titles = {"native": f"native on {backend}",
+              "aten": f"ATen-backed only (InfiniOps WITH_TORCH=ON; needs {_aten_backed.needed_pytorch(backend)})",
+              "absent": f"absent on {backend} (no InfiniOps operator bound to it is there)"}
+    lines = [f"InfiniOps {pin}, backend {backend}: the ATen overloads bound to an InfiniOps operator"]
+    for status, title in titles.items():
+        lines.append(f"{title}: {len(found[status])}")
+        lines += [f"  {overload}" for overload in found[status]]
     return "\n".join(lines)

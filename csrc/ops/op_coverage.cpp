@@ -20,6 +20,8 @@ constexpr size_t kKinds = 5;
 struct Counter {
   uint64_t calls = 0;
   uint64_t nanoseconds = 0;
+  uint64_t bool_calls = 0;
+  uint64_t complex_calls = 0;
 };
 
 // Leaked on purpose: operators (and so record()) may run during static
@@ -125,12 +127,15 @@ bool on_infini(const c10::IValue& value) {
 // InfiniOps kernel behind a composite operator, a composition behind a
 // registered kernel) says what it did.
 struct CallContext final : at::ObserverContext {
-  CallContext(c10::OperatorName op, Kind kind, CallContext* outer)
-      : op(std::move(op)), kind(kind), start(now_ns()), outer(outer) {}
+  CallContext(c10::OperatorName op, Kind kind, CallContext* outer,
+              uint8_t operands)
+      : op(std::move(op)), kind(kind), start(now_ns()), outer(outer),
+        operands(operands) {}
   c10::OperatorName op;
   Kind kind;
   uint64_t start;
   CallContext* outer;
+  uint8_t operands;  // its inputs' Operands; its results' are added at the end
   bool superseded = false;  // counted as fallback or unsupported instead
 };
 
@@ -155,12 +160,13 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   }
   auto context = std::make_unique<CallContext>(
       std::move(*name),
-      route == Route::kNative ? Kind::kNative : Kind::kComposite, innermost);
+      route == Route::kNative ? Kind::kNative : Kind::kComposite, innermost,
+      operands_of(inputs));
   innermost = context.get();
   return context;
 }
 
-void on_end(const at::RecordFunction& /*fn*/, at::ObserverContext* context) {
+void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
   if (context == nullptr) {
     return;
   }
@@ -169,7 +175,9 @@ void on_end(const at::RecordFunction& /*fn*/, at::ObserverContext* context) {
     innermost = call->outer;
   }
   if (!call->superseded) {
-    record(call->op, call->kind, now_ns() - call->start);
+    // A comparison's bool result counts as a bool tensor of the call.
+    const uint8_t operands = call->operands | operands_of(fn.outputs());
+    record(call->op, call->kind, now_ns() - call->start, operands);
   }
 }
 
@@ -201,12 +209,29 @@ const char* kind_name(Kind kind) {
   return "unknown";
 }
 
-void record(const c10::OperatorName& op, Kind kind, uint64_t nanoseconds) {
+uint8_t operand_flags(const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) {
+      return kPlainOperands;
+    }
+    return (t.scalar_type() == c10::ScalarType::Bool ? kBoolOperands : 0) |
+        (t.is_complex() ? kComplexOperands : 0);
+  }
+  if (v.isList()) {  // Tensor[] and Tensor?[]
+    return operands_of(v.toListRef());
+  }
+  return kPlainOperands;
+}
+
+void record(const c10::OperatorName& op, Kind kind, uint64_t nanoseconds,
+            uint8_t operands) {
   if (kind == Kind::kFallback || kind == Kind::kUnsupported) {
     // The generic kernel's call that fell back (or was refused) is counted
     // as that, not also as a native call.
     if (CallContext* call = current_call_of(op)) {
       call->superseded = true;
+      operands |= call->operands;
     }
   }
   auto& t = table();
@@ -214,6 +239,8 @@ void record(const c10::OperatorName& op, Kind kind, uint64_t nanoseconds) {
   Counter& counter = t.counters[op][static_cast<size_t>(kind)];
   ++counter.calls;
   counter.nanoseconds += nanoseconds;
+  counter.bool_calls += (operands & kBoolOperands) != 0;
+  counter.complex_calls += (operands & kComplexOperands) != 0;
 }
 
 std::vector<Entry> snapshot() {
@@ -225,7 +252,9 @@ std::vector<Entry> snapshot() {
       for (size_t k = 0; k < kKinds; ++k) {
         if (counters[k].calls > 0) {
           entries.push_back({c10::toString(op), static_cast<Kind>(k),
-                             counters[k].calls, counters[k].nanoseconds});
+                             counters[k].calls, counters[k].nanoseconds,
+                             counters[k].bool_calls,
+                             counters[k].complex_calls});
         }
       }
     }
@@ -280,6 +309,7 @@ void start_recording() {
   r.handle = at::addGlobalCallback(
       at::RecordFunctionCallback(&on_start, &on_end)
           .needsInputs(true)
+          .needsOutputs(true)
           .scopes({at::RecordScope::FUNCTION}));
 }
 

@@ -10,6 +10,7 @@
 // and removes it when it stops, so the dispatcher's fast path is untouched
 // the rest of the time.
 
+#include <ATen/core/ivalue.h>
 #include <ATen/core/operator_name.h>
 
 #include <cstdint>
@@ -28,16 +29,42 @@ enum class Kind {
 
 const char* kind_name(Kind kind);
 
+// What of a call's tensors InfiniRT has no DataType for: the Infini stack
+// passes them only where a reinterpretation is exact (bool as bytes,
+// complex as pairs), so such calls are counted apart.
+enum Operands : uint8_t {
+  kPlainOperands = 0,
+  kBoolOperands = 1,     // a bool tensor among its arguments or results
+  kComplexOperands = 2,  // a complex tensor among them
+};
+
+// The Operands flags of `value` (a tensor, a list of tensors; else none).
+uint8_t operand_flags(const c10::IValue& value);
+
+// The Operands flags of a range of values (a call's stack, its inputs).
+template <typename Values>
+uint8_t operands_of(const Values& values) {
+  uint8_t flags = kPlainOperands;
+  for (const c10::IValue& v : values) {
+    flags |= operand_flags(v);
+  }
+  return flags;
+}
+
 struct Entry {
   std::string op;  // "aten::cumsum.out"
   Kind kind;
   uint64_t calls = 0;
   uint64_t nanoseconds = 0;  // host time, inclusive of nested operators
+  uint64_t bool_calls = 0;     // of `calls`, those with a bool tensor
+  uint64_t complex_calls = 0;  // of `calls`, those with a complex tensor
 };
 
 // A fallback or unsupported record made inside the counted call of the same
-// operator (the generic kernel's) replaces that call's native count.
-void record(const c10::OperatorName& op, Kind kind, uint64_t nanoseconds);
+// operator (the generic kernel's) replaces that call's native count (and
+// keeps its Operands). `operands`: the call's Operands flags.
+void record(const c10::OperatorName& op, Kind kind, uint64_t nanoseconds,
+            uint8_t operands = kPlainOperands);
 
 // The counted call of `op` in progress on this thread, if any, ran as `kind`
 // (a fused kernel serving a composite operator: kNative; a kernel that

@@ -27,8 +27,8 @@
 #include "python/graph_bindings.h"
 #include "python/ipc_bindings.h"
 #include "python/memory_bindings.h"
+#include "python/operand_bindings.h"
 #include "python/gil.h"
-#include "runtime/bool_operands.h"
 #include "runtime/aten_ops.h"
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
@@ -102,6 +102,8 @@ py::list coverage_entries() {
     d["kind"] = ops::coverage::kind_name(e.kind);
     d["calls"] = e.calls;
     d["time_ms"] = static_cast<double>(e.nanoseconds) / 1e6;
+    d["bool_calls"] = e.bool_calls;
+    d["complex_calls"] = e.complex_calls;
     out.append(d);
   }
   return out;
@@ -158,40 +160,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   bind_memory_history(m);
 
   m.def("_infini_stack_compiled", &runtime::infini_stack_compiled);
-  // The rule by which the Infini stack passes bool operands to ATen as their
-  // bytes (runtime/bool_operands.h), for its test against CPU.
-  m.def("_bool_operands_table", [] {
-    std::vector<std::tuple<std::string, int, bool>> table;
-    for (const auto& op : runtime::bool_operands_table()) {
-      table.emplace_back(op.name, op.non_promoting, op.counts);
-    }
-    return table;
-  });
-  m.def("_bool_operands_reason",
-        [](const std::string& name, const std::string& overload,
-           const py::list& args) {
-          const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(
-              name.c_str(), overload.c_str());
-          std::vector<c10::IValue> values;
-          for (const py::handle a : args) {
-            if (py::isinstance<py::list>(a)) {  // Tensor?[] (index's indices)
-              c10::List<std::optional<at::Tensor>> list;
-              for (const py::handle e : a) {
-                list.push_back(e.is_none() ? std::nullopt
-                                           : std::optional<at::Tensor>(e.cast<at::Tensor>()));
-              }
-              values.emplace_back(list);
-            } else {
-              values.emplace_back(a.is_none() ? c10::IValue()
-                                              : c10::IValue(a.cast<at::Tensor>()));
-            }
-          }
-          return runtime::bool_operands_reason(op.schema(), values);
-        },
-        "Why the stack cannot pass the call's bool operands as their bytes "
-        "(by argument index: a tensor, a list of tensors or None, else "
-        "None; a functional overload's results appended); empty where it "
-        "can.");
+  m.def("_refuse_backend", &runtime::refuse_backend,
+        "Makes the provider selection refuse an InfiniRT backend, with why "
+        "(torch_infini/_aten_backed.py).");
+  m.def("_backend_refusals", &runtime::backend_refusals);
+  // How the Infini stack passes bool and complex operands (its tests).
+  bind_operand_rules(m);
   m.def("_is_in_bad_fork", &runtime::in_bad_fork);
   m.def("_get_sync_debug_mode", &ops::sync_debug_mode);
   m.def("_set_sync_debug_mode", &ops::set_sync_debug_mode);

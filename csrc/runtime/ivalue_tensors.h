@@ -11,6 +11,27 @@
 
 namespace torch_infini::runtime {
 
+// f(tensor, argument index) for every tensor of `args`, list elements too
+// (Tensor[] and Tensor?[]).
+template <typename F>
+void for_each_tensor(c10::ArrayRef<c10::IValue> args, F&& f) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].isTensor()) {
+      f(args[i].toTensor(), i);
+    } else if (args[i].isTensorList()) {
+      for (const at::Tensor& t : args[i].toTensorList()) {
+        f(t, i);
+      }
+    } else if (args[i].isList()) {
+      for (const c10::IValue& element : args[i].toListRef()) {
+        if (element.isTensor()) {
+          f(element.toTensor(), i);
+        }
+      }
+    }
+  }
+}
+
 // `value` with every tensor in it (a Tensor, a Tensor[] or a Tensor?[])
 // replaced by f(tensor); any other value as it is.
 template <typename F>

@@ -7,7 +7,9 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "runtime/env.h"
@@ -35,6 +37,23 @@ bool infini_stack_compiled() {
 
 namespace {
 
+struct Refusals {
+  std::mutex mutex;
+  std::map<std::string, std::string> by_backend;
+};
+
+Refusals& refusals() {
+  static Refusals& instance = *std::make_unique<Refusals>().release();
+  return instance;
+}
+
+std::string refusal_of(const std::string& backend) {
+  auto& r = refusals();
+  std::lock_guard<std::mutex> guard(r.mutex);
+  const auto it = r.by_backend.find(backend);
+  return it == r.by_backend.end() ? std::string() : it->second;
+}
+
 struct Selection {
   std::unique_ptr<Provider> provider;
   std::string requested;
@@ -60,6 +79,8 @@ Selection select() {
   }
 #ifdef TORCH_INFINI_WITH_INFINI_STACK
   s.provider = infini::make_infini_provider();
+  const std::string refused = refusal_of(s.provider->backend());
+  TORCH_CHECK(refused.empty(), refused);
   s.reason = s.requested == "infini"
       ? "forced by TORCH_INFINI_PROVIDER=infini"
       : "Infini stack compiled in; InfiniRT backend '" +
@@ -130,6 +151,18 @@ OpKernels& kernels() {
 
 std::string selection_reason() {
   return selection().reason;
+}
+
+void refuse_backend(const std::string& backend, const std::string& why) {
+  auto& r = refusals();
+  std::lock_guard<std::mutex> guard(r.mutex);
+  r.by_backend[backend] = why;
+}
+
+std::map<std::string, std::string> backend_refusals() {
+  auto& r = refusals();
+  std::lock_guard<std::mutex> guard(r.mutex);
+  return r.by_backend;
 }
 
 void Provider::launch_host_func(int /*device*/, StreamHandle /*stream*/,

@@ -53,6 +53,7 @@
 #include "ops/sync_debug.h"
 #include "runtime/aten_ops.h"
 #include "runtime/aten_route.h"
+#include "runtime/complex_pairs.h"
 #include "runtime/current_operator.h"
 #include "runtime/ivalue_tensors.h"
 
@@ -277,7 +278,8 @@ c10::Device call_device(const Plan& plan, const c10::FunctionSchema& schema,
 
 // Whether the family serves the call's dtype (the first infini tensor's),
 // on providers that map families onto a library.
-bool dtype_served(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
+bool dtype_served(const Plan& plan, const c10::OperatorHandle& op,
+                  c10::ArrayRef<c10::IValue> args) {
   std::optional<c10::ScalarType> dtype;
   for_each_tensor(args, [&](const at::Tensor& t, size_t) {
     if (t.defined() && t.device().type() == kInfini && !dtype) {
@@ -285,7 +287,12 @@ bool dtype_served(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
     }
   });
   const auto& dtypes = plan.family->dtypes;
-  return !dtype || std::find(dtypes.begin(), dtypes.end(), *dtype) != dtypes.end();
+  // Complex operands of the operators that move whole elements reach the
+  // library as pairs of their real dtype, where the provider checks the
+  // call (runtime/complex_pairs.h).
+  return !dtype || std::find(dtypes.begin(), dtypes.end(), *dtype) != dtypes.end() ||
+      (c10::isComplexType(*dtype) &&
+       runtime::complex_pairs_operator(op.schema().name()));
 }
 
 // Whether the operands have one dtype, where the family needs it (CPU's
@@ -659,7 +666,7 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
     raise_cpu_error(op, args, std::make_exception_ptr(std::runtime_error(
         plan.name + ": expected all operands to have the same dtype")));
   }
-  if (plan.family != nullptr && !dtype_served(plan, args)) {
+  if (plan.family != nullptr && !dtype_served(plan, op, args)) {
     // The library the provider maps the family onto has no kernel for it
     // (a decomposition would reach the same kernels).
     serve_unserved(plan, op, stack, {false, [&](const std::string&) {
@@ -669,10 +676,11 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
           dtype = t.scalar_type();
         }
       });
+      const std::string gap = runtime::missing_datatype(*dtype);
       TORCH_CHECK_NOT_IMPLEMENTED(
           false, plan.name, " on infini (", provider_label(), "): dtype ",
           runtime::dtype_list({*dtype}), " is not supported by the InfiniOps ",
-          "kernels it maps onto (supported: ",
+          "kernels it maps onto (", gap.empty() ? "" : gap + "; ", "supported: ",
           runtime::dtype_list(plan.family->dtypes), "); convert with .to(dtype), ",
           "turn on the CPU fallback (TORCH_INFINI_CPU_FALLBACK=1) or use the host ",
           "runtime (TORCH_INFINI_PROVIDER=host)");

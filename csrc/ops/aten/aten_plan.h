@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "runtime/aten_ops.h"
+#include "runtime/ivalue_tensors.h"
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
 
@@ -157,23 +158,6 @@ inline void match_layout(at::Tensor& out, at::IntArrayRef sizes,
 
 // f(tensor, argument index) for every tensor of `args`, list elements too
 // (Tensor[] and Tensor?[]).
-template <typename F>
-void for_each_tensor(c10::ArrayRef<c10::IValue> args, F&& f) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i].isTensor()) {
-      f(args[i].toTensor(), i);
-    } else if (args[i].isTensorList()) {
-      for (const at::Tensor& t : args[i].toTensorList()) {
-        f(t, i);
-      }
-    } else if (args[i].isList()) {
-      for (const c10::IValue& element : args[i].toListRef()) {
-        if (element.isTensor()) {
-          f(element.toTensor(), i);
-        }
-      }
-    }
-  }
-}
+using runtime::for_each_tensor;
 
 }  // namespace torch_infini::ops

@@ -1,5 +1,6 @@
 #include "ops/aten/backend_policy.h"
 
+#include <ATen/core/stack.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -93,7 +94,9 @@ bool divert(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return true;
   }
   if (!decomposing()) {  // a decomposition's try is not a call the program made
-    coverage::record(op.operator_name(), coverage::Kind::kUnsupported, 0);
+    coverage::record(op.operator_name(), coverage::Kind::kUnsupported, 0,
+                     coverage::operands_of(torch::jit::last(
+                         *stack, op.schema().arguments().size())));
   }
   TORCH_CHECK_NOT_IMPLEMENTED(
       false, name, " is not served natively by InfiniOps ", policy->pin,

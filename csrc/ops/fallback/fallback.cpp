@@ -61,12 +61,12 @@ std::string no_kernel_message(const c10::OperatorHandle& op,
   return out.str();
 }
 
-[[noreturn]] void refuse(const c10::OperatorHandle& op,
+[[noreturn]] void refuse(const c10::OperatorHandle& op, uint8_t operands,
                          const std::string& detail,
                          const std::string& why = {}) {
   if (!decomposing()) {  // a decomposition's try is not a call the program made
     coverage::record(op.schema().operator_name(),
-                     coverage::Kind::kUnsupported, 0);
+                     coverage::Kind::kUnsupported, 0, operands);
   }
   TORCH_CHECK_NOT_IMPLEMENTED(false, no_kernel_message(op, why), " ", detail);
 }
@@ -321,6 +321,7 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                "once per operator; torch_infini.fallback.coverage() counts "
                "every call.");
   }
+  uint8_t operands = coverage::operands_of(arguments);
   const auto start = std::chrono::steady_clock::now();
   {
     coverage::FallbackScope scope;
@@ -328,7 +329,9 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     run_copying_back(op, stack, device);
     move_outputs_to(op, stack, device);
   }
-  coverage::record(name, coverage::Kind::kFallback, elapsed_ns(start));
+  operands |= coverage::operands_of(
+      torch::jit::last(*stack, op.schema().returns().size()));
+  coverage::record(name, coverage::Kind::kFallback, elapsed_ns(start), operands);
 }
 
 void infini_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
@@ -336,17 +339,18 @@ void infini_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   const auto& name = op.schema().operator_name();
   const auto arguments =
       torch::jit::last(*stack, op.schema().arguments().size());
+  const uint8_t operands = coverage::operands_of(arguments);
 
   const std::string structural = structural_refusal(op, arguments);
   if (!structural.empty()) {
-    refuse(op,
+    refuse(op, operands,
            structural +
                " Run `python -m torch_infini --ops` for the operators "
                "the device supports.",
            why);
   }
   if (!fallback_policy::enabled()) {
-    refuse(op,
+    refuse(op, operands,
            "Run `python -m torch_infini --ops` for the operators it supports; "
            "compute this one on the CPU explicitly (tensor.cpu()) if you need "
            "it, or turn on the opt-in CPU fallback "
@@ -354,7 +358,7 @@ void infini_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
            why);
   }
   if (decomposing()) {
-    refuse(op,
+    refuse(op, operands,
            "It is called by a decomposition, whose operators do not fall back "
            "to the CPU one by one: the decomposed operator does, whole.",
            why);
@@ -364,7 +368,7 @@ void infini_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     std::ostringstream detail;
     detail << "'" << name << "' " << listed
            << ", so it does not fall back to the CPU.";
-    refuse(op, detail.str(), why);
+    refuse(op, operands, detail.str(), why);
   }
   run_on_cpu(op, stack);
 }

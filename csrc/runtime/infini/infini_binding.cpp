@@ -8,7 +8,10 @@
 //   a bool output where ATen's kernel takes uint8 for it (tried once per
 //   overload), as ATen writes a bool result into uint8 as the bytes 0 and 1
 //   a bool has; a bool operand where ATen computes the same on its bytes
-//   (runtime/bool_operands.h: a reviewed table, and a promotion rule);
+//   (runtime/bool_operands.h: a reviewed table, and a promotion rule); and
+//   a complex tensor is passed as pairs of its real dtype where ATen's
+//   kernel only moves whole elements (runtime/complex_pairs.h: a reviewed
+//   table; the call's other arguments follow the pairs' new dimension);
 // - a CPU scalar operand PyTorch would not read as exactly the output's
 //   dtype (InfiniOps reads device memory only: it gets a device copy);
 // - a Scalar InfiniOps' double would change: beyond 2^53, or an integer
@@ -39,6 +42,7 @@
 #include "runtime/aten_route.h"
 #include "runtime/bool_operands.h"
 #include "runtime/cache_verification.h"
+#include "runtime/complex_pairs.h"
 #include "runtime/dispatch_state.h"
 #include "runtime/infini/device_scalars.h"
 #include "runtime/ivalue_tensors.h"
@@ -159,6 +163,49 @@ const AtenCall& with_results(const AtenCall& call,
   for (const at::Tensor& r : call.results_into) {
     (*storage)->args.push_back(r);
   }
+  return **storage;
+}
+
+// Why the call's complex tensors cannot reach `b` as pairs of their real
+// dtype (runtime/complex_pairs.h); empty when they can, or when it has none.
+std::string complex_reason(const Binding& b, const AtenCall& call) {
+  if (!has_complex_tensor(call.args)) {
+    return {};
+  }
+  c10::ScalarType complex = c10::ScalarType::Undefined;
+  bool on_cpu = false;
+  for (const c10::IValue& v : call.args) {
+    map_tensors(v, [&](const at::Tensor& t) {
+      if (t.defined() && t.is_complex()) {
+        complex = complex == c10::ScalarType::Undefined ? t.scalar_type() : complex;
+        on_cpu = on_cpu || t.device().is_cpu();
+      }
+      return t;
+    });
+  }
+  std::string why = complex_pairs_reason(call.op.schema(), call.args);
+  if (why.empty() && on_cpu) {
+    why = "a complex operand is a CPU scalar, whose device copy would need "
+        "that DataType";
+  }
+  if (why.empty()) {
+    return {};
+  }
+  return "infini::ops::" + b.op + " has no " + dtype_name(complex) +
+      " tensors (" + missing_datatype(complex) + "): a complex tensor reaches "
+      "InfiniOps as pairs of its real dtype only where ATen computes the same "
+      "on them, and " + why;
+}
+
+// The call with its complex tensors as pairs of their real dtype, the other
+// arguments following (complex_reason accepted it); the call itself when it
+// has none.
+const AtenCall& as_pairs(const AtenCall& call, std::optional<AtenCall>* storage) {
+  if (!has_complex_tensor(call.args)) {
+    return call;
+  }
+  storage->emplace(call);
+  (*storage)->args = complex_as_pairs(call.op.schema(), call.args);
   return **storage;
 }
 
@@ -432,7 +479,7 @@ std::string common_reason(const Binding& b, const AtenCall& call,
       bool_operands_checked = true;
       const std::string bytes = bool_operands_reason(call.op.schema(), call.args);
       if (!bytes.empty()) {
-        reason = kernel + " has no bool tensors (InfiniRT has no such "
+        reason = kernel + " has no bool tensors (InfiniRT has no bool "
             "DataType): a bool operand reaches it as its bytes (uint8), and " +
             bytes;
         *inexpressible = true;
@@ -441,7 +488,7 @@ std::string common_reason(const Binding& b, const AtenCall& call,
     }
     if (!mappable(t.scalar_type()) && !is_bool) {
       reason = kernel + " has no " + dtype_name(t.scalar_type()) +
-          " tensors (InfiniRT has no such DataType)";
+          " tensors (" + missing_datatype(t.scalar_type()) + ")";
       return;
     }
     if (t.device().is_cpu() && c.output) {
@@ -453,7 +500,7 @@ std::string common_reason(const Binding& b, const AtenCall& call,
   }
   if (bool_output && !takes_uint8_for_bool(call)) {
     *inexpressible = true;  // no implementation can write it
-    return kernel + " has no bool tensors (InfiniRT has no such DataType), "
+    return kernel + " has no bool tensors (InfiniRT has no bool DataType), "
         "and ATen's " + c10::toString(call.op.operator_name()) +
         " writes its result as bool only";
   }
@@ -483,7 +530,8 @@ std::string common_reason(const Binding& b, const AtenCall& call,
     }
     if ((c.kind == ArgKind::kDataType || c.kind == ArgKind::kOptionalDataType) &&
         !v.isNone() && !mappable(v.toScalarType())) {
-      return kernel + " has no " + dtype_name(v.toScalarType()) + " DataType";
+      return kernel + " takes no " + dtype_name(v.toScalarType()) + " dtype (" +
+          missing_datatype(v.toScalarType()) + ")";
     }
     if (c.kind == ArgKind::kTensorList && v.isTensorList() &&
         v.toTensorList().empty()) {
@@ -562,11 +610,20 @@ std::string GenericServer::choose(const Binding& b, const AtenCall& given,
                                   bool native_allowed, int* implementation,
                                   bool* cannot_take) const {
   std::optional<AtenCall> storage;
-  const AtenCall& call = with_results(given, &storage);
+  const AtenCall& whole = with_results(given, &storage);
   if (!has_kernel(b)) {
     return "InfiniOps has no " + b.op + " implementation for " +
         provider_.backend() + " in this build";
   }
+  const std::string complex = complex_reason(b, whole);
+  if (!complex.empty()) {
+    if (cannot_take != nullptr) {
+      *cannot_take = true;  // no implementation can take it
+    }
+    return complex;
+  }
+  std::optional<AtenCall> paired;
+  const AtenCall& call = as_pairs(whole, &paired);
   const int type = static_cast<int>(provider_.device_type());
   bool inexpressible = false;
   const std::string common = common_reason(b, call, &inexpressible);
@@ -628,7 +685,8 @@ std::string GenericServer::choose(const Binding& b, const AtenCall& given,
 void GenericServer::run(const Binding& b, int device, StreamHandle stream,
                         const AtenCall& given, int implementation) {
   std::optional<AtenCall> storage;
-  const AtenCall& call = with_results(given, &storage);
+  std::optional<AtenCall> paired;
+  const AtenCall& call = as_pairs(with_results(given, &storage), &paired);
   TORCH_CHECK(has_implementation_index(b.implementations,
                                        static_cast<int>(provider_.device_type()),
                                        implementation),

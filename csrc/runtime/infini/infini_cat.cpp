@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/complex_pairs.h"
 #include "runtime/infini/infini_aten.h"
 #include "runtime/infini/infini_common.h"
 #include "runtime/infini/operator_cache.h"
@@ -86,7 +87,7 @@ class CatServer {
     irt::DataType unused;
     if (!cat_dtype(cat.out.dtype, &unused)) {
       return std::string(kCat) + " has no " + dtype_name(cat.out.dtype) +
-          " kernel";
+          " kernel (" + missing_datatype(cat.out.dtype) + ")";
     }
     const size_t rank = cat.out.sizes.size();
     if (cat.dim < 0 || cat.dim >= static_cast<int64_t>(rank)) {

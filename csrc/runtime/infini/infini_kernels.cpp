@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/infini/add_alpha.h"
+#include "runtime/complex_pairs.h"
 #include "runtime/infini/infini_aten.h"
 #include "runtime/infini/infini_binding.h"
 #include "runtime/infini/infini_common.h"
@@ -108,7 +109,8 @@ std::string add_unsupported(const InfiniProvider& provider,
   irt::DataType dtype;
   if (!to_infini_dtype(args.out.dtype, &dtype)) {
     return "dtype " + dtype_name(args.out.dtype) +
-        " is not supported by InfiniOps' Add (supported: float32, float16, "
+        " is not supported by InfiniOps' Add (" +
+        missing_datatype(args.out.dtype) + "; supported: float32, float16, "
         "bfloat16, float64, int8, int16, int32, int64, uint8); " +
         std::string(kFallbackHint);
   }
@@ -177,7 +179,8 @@ std::string cast_unsupported(const InfiniProvider& provider,
   irt::DataType dtype;
   for (const TensorArg* t : {&args.src, &args.dst}) {
     if (!to_infini_dtype(t->dtype, &dtype)) {
-      return "infini::ops::Cast has no " + dtype_name(t->dtype) + " kernel";
+      return "infini::ops::Cast has no " + dtype_name(t->dtype) + " kernel (" +
+          missing_datatype(t->dtype) + ")";
     }
   }
   if (!cast_exact(args.src.dtype, args.dst.dtype)) {
