@@ -113,6 +113,21 @@ def test_diagnostics_provider(diag):
         assert "not compiled" in diag["selection_reason"]
 
 
+def test_selection_reason_names_the_backends_passed_over(diag):
+    """The accelerator backends compiled in before the one chosen (the
+    nvidia backend of a build run where no GPU is) are named in the reason,
+    with what their probe answered; none is named when the first was taken
+    (the host runtime names nothing: it has one backend)."""
+    accelerators = [b for b in diag["infini_rt_backends_compiled"] if b != "cpu"]
+    passed_over = []
+    if diag["provider"] == "infini" and not os.environ.get("TORCH_INFINI_RT_BACKEND"):
+        chosen = diag["backend"]
+        passed_over = accelerators[:accelerators.index(chosen)] if chosen in accelerators else accelerators
+    for backend in passed_over:
+        assert f"{backend}: no device (GetDeviceCount " in diag["selection_reason"]
+    assert ("passed over: " in diag["selection_reason"]) == bool(passed_over)
+
+
 def test_diagnostics_capabilities_are_bools(diag):
     caps = diag["capabilities"]
     assert set(caps) == CAPABILITIES

@@ -55,7 +55,7 @@ class ResultFile:
     def write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(self.path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True, default=str) + "\n")
+        tmp.write_text(json.dumps(self.data, indent=1, default=str) + "\n")
         os.replace(tmp, self.path)
 
     def step(self, key: str, fn: Callable[[], Any]) -> Any:

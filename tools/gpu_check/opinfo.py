@@ -5,10 +5,11 @@ budget (opinfo.json): the served rate and the count of wrong values.
 
 Runs tools/opinfo_sweep.py's crash-isolated worker over every K-th float32
 forward case of PyTorch's OpInfo database (the first sample of each, run
-twice on infini, CPU as the oracle). ``served`` = passed / run; ``wrong`` =
-cases whose result differs from CPU's (anything but a pass, a refusal naming
-InfiniOps, a crash or a timeout). Cases the budget did not reach are
-``not_run``.
+twice on infini, CPU as the oracle). ``served_rate`` = passed / run;
+``wrong`` = cases whose result (value, dtype, shape, strides) differs from
+CPU's; ``refused`` = the provider refused the call naming the operator;
+``error`` = another exception than CPU's. Cases the budget did not reach
+are ``not_run``.
 """
 
 from __future__ import annotations
@@ -21,20 +22,41 @@ from pathlib import Path
 from common import ResultFile, infini_status, repo_root
 
 
+#: How tools/opinfo_sweep.py's messages start for a result that differs from
+#: CPU's (opinfo_harness.CaseFailure, an AssertionError).
+WRONG_VALUE = ("CaseFailure:", "AssertionError:")
+
+
+def kind(record: dict) -> str:
+    """A case's outcome: passed, refused (the provider refused the call,
+    naming the operator: NotImplementedError), wrong (a value, dtype, shape
+    or stride that differs from CPU's), error (another exception than
+    CPU's), crashed or timed_out."""
+    status, message = record["status"], record["message"]
+    if status == "pass":
+        return "passed"
+    if status == "refused" or (status == "fail" and message.startswith("NotImplementedError:")):
+        return "refused"
+    if status == "fail":
+        return "wrong" if message.startswith(WRONG_VALUE) else "error"
+    return {"crash": "crashed", "timeout": "timed_out"}.get(status, status)
+
+
 def summary(results: dict, selected: int) -> dict:
-    counts = collections.Counter(r["status"] for r in results.values())
+    kinds = {case: kind(r) for case, r in results.items()}
+    counts = collections.Counter(kinds.values())
     run = len(results)
-    refusals = collections.Counter(r["message"].split(":")[0] + ": " + r["message"].split(":", 1)[-1][:90]
-                                   for r in results.values() if r["status"] == "refused")
+    refusals = collections.Counter(results[c]["message"].split(" (")[0][:110]
+                                   for c, k in kinds.items() if k == "refused")
     return {
         "selected": selected, "run": run, "not_run": max(0, selected - run),
-        "passed": counts["pass"], "refused": counts["refused"], "wrong": counts["fail"],
-        "crashed": counts["crash"], "timed_out": counts["timeout"],
-        "served_rate": round(counts["pass"] / run, 4) if run else None,
-        "wrong_cases": {c: r["message"] for c, r in sorted(results.items()) if r["status"] == "fail"},
-        "crashed_or_timed_out": {c: r["message"] for c, r in sorted(results.items())
-                                 if r["status"] in ("crash", "timeout")},
-        "top_refusals": refusals.most_common(15),
+        **{k: counts[k] for k in ("passed", "refused", "wrong", "error", "crashed", "timed_out")},
+        "served_rate": round(counts["passed"] / run, 4) if run else None,
+        "wrong_cases": {c: results[c]["message"] for c, k in sorted(kinds.items()) if k == "wrong"},
+        "error_cases": {c: results[c]["message"] for c, k in sorted(kinds.items()) if k == "error"},
+        "crashed_or_timed_out": {c: results[c]["message"] for c, k in sorted(kinds.items())
+                                 if k in ("crashed", "timed_out")},
+        "top_refusals": refusals.most_common(20),
     }
 
 

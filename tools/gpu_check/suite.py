@@ -31,6 +31,7 @@ from common import ResultFile, infini_status, repo_root
 #: which the GPU machine lacks: not listed.
 SUITE = (
     "tests/test_device.py",
+    "tests/test_diagnostics.py",
     "tests/conformance",
     "tests/test_copy.py",
     "tests/test_memory.py",

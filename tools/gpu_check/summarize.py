@@ -55,10 +55,10 @@ def main() -> None:
 
     opinfo = load(out, "opinfo.json")
     lines += ["", "## OpInfo float32 forward, infini vs CPU (opinfo.json)", "",
-              f"- status: {opinfo.get('status')}; every {opinfo.get('every')}th case: selected {opinfo.get('selected')}, "
+              f"- status: {opinfo.get('status')}; one case in {opinfo.get('every')}: selected {opinfo.get('selected')}, "
               f"run {opinfo.get('run')}, not run {opinfo.get('not_run')}",
-              f"- served {opinfo.get('passed')} ({opinfo.get('served_rate')}), refused {opinfo.get('refused')}, "
-              f"wrong values {opinfo.get('wrong')}, crashed/timed out "
+              f"- served {opinfo.get('passed')} (rate {opinfo.get('served_rate')}), refused {opinfo.get('refused')}, "
+              f"wrong values {opinfo.get('wrong')}, other errors {opinfo.get('error')}, crashed/timed out "
               f"{(opinfo.get('crashed') or 0) + (opinfo.get('timed_out') or 0)}"]
 
     gpt2 = load(out, "gpt2.json")
