@@ -20,6 +20,8 @@
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
 
+#include "core/TorchVersion.h"
+
 namespace torch_infini::amp {
 namespace {
 
@@ -36,8 +38,11 @@ at::Tensor binary_cross_entropy_refused(const at::Tensor&, const at::Tensor&,
 }
 
 // PyTorch's list of redispatch signatures names these unqualified
-// (DimnameList: norm.names_ScalarOpt_dim_dtype, in the list up to 2.12).
+// (DimnameList: norm.names_ScalarOpt_dim_dtype, in the list up to 2.12;
+// 2.13 has neither the overload nor at::DimnameList).
+#if !TORCH_INFINI_TORCH_AT_LEAST(2, 13)
 using at::DimnameList;
+#endif
 using at::IntArrayRef;
 using at::Scalar;
 using at::ScalarType;
