@@ -326,6 +326,14 @@ def _runs_on_host(line: Any) -> bool:
     return not _queued(device, getattr(line, "arg_types", None))
 
 
+#: The wrapper's line classes that queue nothing, by name (each PyTorch release has some of them).
+_HOST_ONLY_LINES = ("MemoryPlanningLine", "FreeLine", "CommentLine", "KernelDefinitionLine",
+                    "AssertSizeStrideLine", "GroupedAssertSizeStrideLine", "AssertAlignmentLine")
+#: The wrapper's text lines that queue nothing: comments, frees, and the size and
+#: alignment asserts (text before PyTorch 2.12).
+_HOST_ONLY_TEXT = ("#", "del ", "assert_size_stride(", "assert_alignment(")
+
+
 def _order_host_kernels(lines: list[Any]) -> list[Any]:
     """The wrapper's lines with a wait for the current stream before each
     generated C++ kernel that could race queued work.
@@ -343,9 +351,10 @@ def _order_host_kernels(lines: list[Any]) -> list[Any]:
     from torch._inductor.codegen import wrapper
     from torch._inductor.utils import LineContext
 
-    # Lines that queue nothing (LineContext only maps generated lines to their origin).
-    host_only = (wrapper.MemoryPlanningLine, wrapper.FreeLine, wrapper.CommentLine,
-                 wrapper.AssertSizeStrideLine, wrapper.KernelDefinitionLine, LineContext)
+    # Lines that queue nothing (LineContext only maps generated lines to their origin),
+    # those this PyTorch has: AssertSizeStrideLine came with 2.12 (2.11 writes the
+    # asserts as strings), GroupedAssertSizeStrideLine with 2.14, AssertAlignmentLine with 2.15.
+    host_only = tuple(getattr(wrapper, name) for name in _HOST_ONLY_LINES if hasattr(wrapper, name)) + (LineContext,)
     ordered: list[Any] = []
     pending = True  # the graph's inputs may still be being written by queued work
     protected = _protected_memory()
@@ -359,7 +368,7 @@ def _order_host_kernels(lines: list[Any]) -> list[Any]:
                 continue
         elif isinstance(line, host_only):
             pass
-        elif isinstance(line, str) and (not line.strip() or line.lstrip().startswith(("#", "del "))):
+        elif isinstance(line, str) and (not line.strip() or line.lstrip().startswith(_HOST_ONLY_TEXT)):
             pass
         else:
             pending = True

@@ -1,0 +1,35 @@
+"""The reviewed list of tests that fail on some PyTorch releases
+(tests/torch_release_known_failures.py) names real tests, supported releases
+and a reason each."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from torch_infini import _guard
+from torch_release_known_failures import KNOWN_FAILURES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _release(text: str) -> tuple[int, int]:
+    major, minor = _guard.major_minor(text).split(".")
+    return int(major), int(minor)
+
+
+@pytest.mark.parametrize("node", sorted(KNOWN_FAILURES) or ["(empty)"])
+def test_entry_names_a_test_supported_releases_and_a_reason(node):
+    if node == "(empty)":
+        assert KNOWN_FAILURES == {}
+        return
+    entry = KNOWN_FAILURES[node]
+    path, _, name = node.partition("::")
+    assert "[" not in name, "list a test without its parameters"
+    assert (ROOT / path).is_file(), node
+    assert re.search(rf"^def {re.escape(name)}\(", (ROOT / path).read_text(), re.M), node
+    oldest, newest = (_release(v) for v in _guard.SUPPORTED_TORCH)
+    assert oldest <= _release(entry.first) <= _release(entry.last) <= newest, node
+    assert entry.reason.strip(), node
