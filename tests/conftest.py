@@ -103,22 +103,15 @@ def pytest_runtest_call(item):
         raise
 
 
-def _release(version: str) -> tuple[int, int]:
-    from torch_infini._guard import major_minor
-
-    major, minor = major_minor(version).split(".")
-    return int(major), int(minor)
-
 
 def pytest_collection_modifyitems(config, items) -> None:
     """Marks the tests tests/torch_release_known_failures.py lists for the
     running PyTorch release as strict expected failures, with their reason."""
     from torch_release_known_failures import KNOWN_FAILURES
 
-    running = _release(torch.__version__)
     for item in items:
         entry = KNOWN_FAILURES.get(item.nodeid.split("[", 1)[0])  # every parametrization
-        if entry is not None and _release(entry.first) <= running <= _release(entry.last):
+        if entry is not None and entry.applies():
             item.add_marker(pytest.mark.xfail(
                 reason=f"PyTorch {torch.__version__}: {entry.reason} (tests/torch_release_known_failures.py)",
                 strict=True, run=entry.run))

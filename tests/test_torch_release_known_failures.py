@@ -10,14 +10,9 @@ from pathlib import Path
 import pytest
 
 from torch_infini import _guard
-from torch_release_known_failures import KNOWN_FAILURES
+from torch_release_known_failures import KNOWN_FAILURES, release
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _release(text: str) -> tuple[int, int]:
-    major, minor = _guard.major_minor(text).split(".")
-    return int(major), int(minor)
 
 
 @pytest.mark.parametrize("node", sorted(KNOWN_FAILURES) or ["(empty)"])
@@ -30,6 +25,6 @@ def test_entry_names_a_test_supported_releases_and_a_reason(node):
     assert "[" not in name, "list a test without its parameters"
     assert (ROOT / path).is_file(), node
     assert re.search(rf"^def {re.escape(name)}\(", (ROOT / path).read_text(), re.M), node
-    oldest, newest = (_release(v) for v in _guard.SUPPORTED_TORCH)
-    assert oldest <= _release(entry.first) <= _release(entry.last) <= newest, node
+    oldest, newest = (release(v) for v in _guard.SUPPORTED_TORCH)
+    assert oldest <= release(entry.first) <= release(entry.last) <= newest, node
     assert entry.reason.strip(), node
