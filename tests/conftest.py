@@ -107,11 +107,11 @@ def pytest_runtest_call(item):
 def pytest_collection_modifyitems(config, items) -> None:
     """Marks the tests tests/torch_release_known_failures.py lists for the
     running PyTorch release as strict expected failures, with their reason."""
-    from torch_release_known_failures import KNOWN_FAILURES
+    from torch_release_known_failures import known_failure
 
     for item in items:
-        entry = KNOWN_FAILURES.get(item.nodeid.split("[", 1)[0])  # every parametrization
-        if entry is not None and entry.applies():
+        entry = known_failure(item.nodeid)
+        if entry is not None:
             item.add_marker(pytest.mark.xfail(
                 reason=f"PyTorch {torch.__version__}: {entry.reason} (tests/torch_release_known_failures.py)",
                 strict=True, run=entry.run))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from torch_infini import _guard
-from torch_release_known_failures import KNOWN_FAILURES, release
+from torch_release_known_failures import KNOWN_FAILURES, ReleaseFailure, release, running_release
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,3 +28,13 @@ def test_entry_names_a_test_supported_releases_and_a_reason(node):
     oldest, newest = (release(v) for v in _guard.SUPPORTED_TORCH)
     assert oldest <= release(entry.first) <= release(entry.last) <= newest, node
     assert entry.reason.strip(), node
+
+
+def test_an_entry_covers_its_releases_and_cases_only():
+    running = "{}.{}".format(*running_release())
+    entry = ReleaseFailure(running, running, "r", cases=("all_to_all",))
+    assert entry.applies("tests/x.py::test_y[2ranks-direct-all_to_all]")
+    assert not entry.applies("tests/x.py::test_y[2ranks-direct-all_to_all_single]")
+    assert not entry.applies("tests/x.py::test_y")
+    assert ReleaseFailure(running, running, "r").applies("tests/x.py::test_y[a-b]")
+    assert not ReleaseFailure("1.0", "1.1", "r").applies("tests/x.py::test_y")
