@@ -37,6 +37,8 @@ SMALL_PROFILE = {
         "nvtx": {"status": "excluded", "reason": "CUDA-specific: NVTX"},
         "CUDAGraph": {"status": "excluded", "reason": "CUDA-specific: graphs"},
         "no_such_symbol": {"status": "planned", "reason": "stale on purpose"},
+        # A name of a later PyTorch than the running one: not stale here.
+        "later_symbol": {"status": "planned", "reason": "comes with a later release", "since": "99.0"},
     },
 }
 
@@ -191,12 +193,13 @@ def _variant(**changes) -> str:
         (_variant(get_rng_state={"status": "planned"}), "planned without a reason"),
         (_variant(nvtx={"status": "excluded", "reason": "  "}), "excluded without a reason"),
         (_variant(nvtx={"status": "excluded", "reason": "x", "owner": "me"}), "unknown field"),
+        (_variant(nvtx={"status": "excluded", "reason": "x", "since": "soon"}), "'since' must be a PyTorch release"),
         (json.dumps({**SMALL_PROFILE, "schema_version": 2}), "schema_version"),
         (json.dumps({k: v for k, v in SMALL_PROFILE.items() if k != "symbols"}), "'symbols'"),
         (json.dumps({**SMALL_PROFILE, "reference": "torch.xpu"}), "reference"),
     ],
     ids=["bad-json", "not-object", "unknown-status", "required-empty-contracts", "required-no-contracts",
-         "planned-no-reason", "excluded-blank-reason", "unknown-field", "schema-version", "no-symbols",
+         "planned-no-reason", "excluded-blank-reason", "unknown-field", "bad-since", "schema-version", "no-symbols",
          "wrong-reference"],
 )
 def test_invalid_profile_exits_non_zero(tmp_path, text, needle):

@@ -42,7 +42,9 @@ REFERENCE = "torch.cuda"
 TARGET = "torch.infini"
 STATUSES = ("required", "planned", "excluded")
 CLASSES = STATUSES + ("unclassified",)
-ENTRY_FIELDS = {"status", "contracts", "reason"}
+# "since": the PyTorch release whose torch.cuda first has the name, for names
+# that the oldest supported release lacks (such an entry is not stale there).
+ENTRY_FIELDS = {"status", "contracts", "reason", "since"}
 TOP_LEVEL_REQUIRED = ("schema_version", "reference", "target", "symbols")
 
 EXIT_OK = 0
@@ -104,11 +106,22 @@ def validate_profile(data: Any) -> list[str]:
         if not isinstance(reason, str):
             problems.append(f"{where}: 'reason' must be a string")
             reason = ""
+        since = entry.get("since")
+        if since is not None and _release(since) is None:
+            problems.append(f"{where}: 'since' must be a PyTorch release such as \"2.12\", got {since!r}")
         if status == "required" and not contracts:
             problems.append(f"{where}: required without contracts (name the tests that gate it)")
         if status in ("planned", "excluded") and not reason.strip():
             problems.append(f"{where}: {status} without a reason")
     return problems
+
+
+def _release(version: Any) -> tuple[int, int] | None:
+    """``"2.12"`` or ``"2.12.0+cpu"`` -> ``(2, 12)``; None if it is no version."""
+    import re
+
+    match = re.match(r"^(\d+)\.(\d+)", version) if isinstance(version, str) else None
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def load_profile(path: Path) -> dict:
@@ -416,7 +429,9 @@ def build_report(profile: dict, profile_path: Path, torch: Any, target: Any, acc
                 "reason": entry.get("reason", ""),
             }
         )
-    stale = sorted(set(entries) - set(ref_names))
+    running = _release(torch.__version__)
+    stale = sorted(n for n in set(entries) - set(ref_names)
+                   if not (entries[n].get("since") and running < _release(entries[n]["since"])))
     required_gaps = []
     for row in classes["required"]:
         issues = []

@@ -293,6 +293,14 @@ def _register_inductor() -> None:
     register_device_op_overrides("infini", InfiniOpOverrides())
 
 
+#: The wrapper's line classes that queue nothing, by name (each PyTorch release has some of them).
+_HOST_ONLY_LINES = ("MemoryPlanningLine", "FreeLine", "CommentLine", "KernelDefinitionLine",
+                    "AssertSizeStrideLine", "GroupedAssertSizeStrideLine", "AssertAlignmentLine")
+#: The wrapper's text lines that queue nothing: comments, frees, and the size and
+#: alignment asserts (text before PyTorch 2.12).
+_HOST_ONLY_TEXT = ("#", "del ", "assert_size_stride(", "assert_alignment(")
+
+
 @dataclasses.dataclass(frozen=True)
 class HostKernelOrder:
     """How a wrapper keeps its generated C++ kernels in stream order: its
@@ -312,7 +320,7 @@ def _python_wrapper_order() -> HostKernelOrder:
     """The Python wrapper's: torch_infini._C calls (see write_header)."""
     return HostKernelOrder(sync="_synchronize_current_stream(-1)",
                            access=("_begin_device_memory_access()", "_end_device_memory_access()"),
-                           queued=_QUEUED_KERNELS, host_only_prefixes=("#", "del "))
+                           queued=_QUEUED_KERNELS, host_only_prefixes=_HOST_ONLY_TEXT)
 
 
 def _protected_memory() -> bool:
@@ -382,9 +390,10 @@ def _order_host_kernels(lines: list[Any], order: HostKernelOrder) -> list[Any]:
     from torch._inductor.codegen import wrapper
     from torch._inductor.utils import LineContext
 
-    # Lines that queue nothing (LineContext only maps generated lines to their origin).
-    host_only = (wrapper.MemoryPlanningLine, wrapper.FreeLine, wrapper.CommentLine,
-                 wrapper.AssertSizeStrideLine, wrapper.KernelDefinitionLine, LineContext)
+    # Lines that queue nothing (LineContext only maps generated lines to their origin),
+    # those this PyTorch has: AssertSizeStrideLine came with 2.12 (2.11 writes the
+    # asserts as strings), GroupedAssertSizeStrideLine with 2.14, AssertAlignmentLine with 2.15.
+    host_only = tuple(getattr(wrapper, name) for name in _HOST_ONLY_LINES if hasattr(wrapper, name)) + (LineContext,)
     ordered: list[Any] = []
     pending = True  # the graph's inputs may still be being written by queued work
     protected = _protected_memory()

@@ -28,11 +28,25 @@
 #include <vector>
 
 #include "core/InfiniStream.h"
+#include "core/TorchVersion.h"
 #include "runtime/device_trace.h"
 #include "runtime/runtime.h"
 
 namespace torch_infini::profiler {
 namespace {
+
+// A trace lane of `device`. The Kineto of PyTorch 2.11 and 2.12 constructs
+// ResourceInfo from (deviceId, id, sortIndex, name); 2.13's is an aggregate
+// of (id, sortIndex, deviceId, name). The same braces compile with both and
+// mean other fields, so each gets its order.
+libkineto::ResourceInfo resource_info(int64_t device, int64_t id,
+                                      int64_t sort_index, std::string name) {
+#if TORCH_INFINI_TORCH_AT_LEAST(2, 13)
+  return libkineto::ResourceInfo{id, sort_index, device, std::move(name)};
+#else
+  return libkineto::ResourceInfo{device, id, sort_index, std::move(name)};
+#endif
+}
 
 using libkineto::ActivityType;
 
@@ -179,8 +193,8 @@ class InfiniSession final : public libkineto::IActivityProfilerSession {
   std::vector<libkineto::ResourceInfo> getResourceInfos() override {
     std::vector<libkineto::ResourceInfo> infos;
     for (const auto& [key, lane] : lanes_) {
-      infos.push_back(libkineto::ResourceInfo{
-          lane, lane, key.first, "stream " + std::to_string(lane)});
+      infos.push_back(resource_info(key.first, lane, lane,
+                                    "stream " + std::to_string(lane)));
     }
     return infos;
   }

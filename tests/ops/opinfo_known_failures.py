@@ -11,6 +11,10 @@ KNOWN_FAILURES: dict[str, str] = {}
 # fail, but a pass is not an error.
 UNSTABLE: set[str] = set()
 
+# Listed cases whose OpInfo only the newer supported PyTorch releases have,
+# with the first release that has it: older releases have no such case.
+OPINFO_SINCE: dict[str, str] = {}
+
 _SPARSE = ("compressed sparse layouts (CSR) are refused on infini (NotImplementedError naming the operator); "
            "COO tensors run on the host runtime")
 for _case in ("sparse.mm.reduce-float32-forward", "sparse.mm.reduce-float32-backward",
@@ -27,6 +31,7 @@ for _case in ("nn.functional.linear_cross_entropy.chunked-bfloat16-backward",
               "nn.functional.linear_cross_entropy.chunked_none-bfloat16-forward"):
     KNOWN_FAILURES[_case] = _ONE_ROUNDING
     UNSTABLE.add(_case)
+    OPINFO_SINCE[_case] = "2.12"  # PyTorch 2.11's op_db has no linear_cross_entropy
 
 #: Cases that fail on an Infini stack (InfiniOps 1f6f9c2 built WITH_TORCH=ON,
 #: InfiniRT a38977e, CPU backend), where the stack computes them by another

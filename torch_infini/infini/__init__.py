@@ -9,6 +9,7 @@ import torch
 
 from ._device import (
     _is_in_bad_fork,
+    _lazy_init,
     current_device,
     device,
     device_count,

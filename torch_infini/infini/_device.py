@@ -34,6 +34,17 @@ def init() -> None:
     _C._init()
 
 
+def _lazy_init() -> None:
+    r"""Initialize the infini runtime if it is not yet (``torch.cuda._lazy_init``).
+
+    PyTorch's device-generic code (``torch::utils::device_lazy_init``: tensor
+    factories, ``torch.Stream``, ``torch.accelerator``) calls it before it
+    uses the device, and counts a PrivateUse1 module without it as never
+    initialized: in PyTorch 2.11 ``torch.accelerator.synchronize()`` then
+    returned without waiting."""
+    _C._init()
+
+
 def _is_in_bad_fork() -> bool:
     r"""Whether this process was forked after the infini runtime started (it
     then must not use the device; use the 'spawn' start method instead)."""
