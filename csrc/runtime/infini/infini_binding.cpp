@@ -615,11 +615,11 @@ std::string GenericServer::choose(const Binding& b, const AtenCall& given,
     return "InfiniOps has no " + b.op + " implementation for " +
         provider_.backend() + " in this build";
   }
+  // As every dtype InfiniRT has no DataType for, a complex call refused
+  // here is not handed to PyTorch's decomposition: its parts are complex too
+  // (conj_physical's decomposition calls conj_physical.out again).
   const std::string complex = complex_reason(b, whole);
   if (!complex.empty()) {
-    if (cannot_take != nullptr) {
-      *cannot_take = true;  // no implementation can take it
-    }
     return complex;
   }
   std::optional<AtenCall> paired;
