@@ -10,6 +10,8 @@
 # killed or crashes never loses the others'. Files written to $OUT (7):
 #   machine.json suite.json opinfo.json gpt2.json timings.json summary.md log.txt
 # GPU_CHECK_PYTHON (default python3) is the interpreter with PyTorch.
+# GPU_CHECK_MINUTES (default 8) scales every part's limit: 4 for a second,
+# shorter run in what is left of a device lease.
 set -u
 CHECK=$(cd "$(dirname "$0")" && pwd)
 BUNDLE=$(dirname "$CHECK")
@@ -24,10 +26,15 @@ LOG=$OUT/log.txt
 : > "$LOG"
 : > "$WORK/parts.tsv"
 
-# part NAME LIMIT_S COMMAND...: runs COMMAND under LIMIT_S seconds; its
-# output goes to log.txt (the last 150 lines), its minutes to summary.md.
+MINUTES=${GPU_CHECK_MINUTES:-8}
+# scaled S: S seconds of an 8-minute check, scaled to GPU_CHECK_MINUTES.
+scaled() { echo $(( $1 * MINUTES / 8 )); }
+
+# part NAME LIMIT_S COMMAND...: runs COMMAND under LIMIT_S seconds (scaled);
+# its output goes to log.txt (the last 150 lines), its minutes to summary.md.
 part() {
-  local name=$1 limit=$2
+  local name=$1 limit
+  limit=$(scaled "$2")
   shift 2
   local start=$(date +%s%N)
   timeout -k 5 "$limit" "$@" > "$WORK/$name.log" 2>&1
@@ -41,14 +48,17 @@ if [ ! -f "$GPU_CHECK_REPO/tools/opinfo_sweep.py" ] || [ ! -d "$GPU_CHECK_REPO/t
   echo "run_check.sh: run it from the torch-infini checkout (tests/ and tools/ not found in $PWD)" | tee -a "$LOG"
   exit 2
 fi
-part install 40 "$PY" "$CHECK/install_bundle.py" "$BUNDLE" "$WORK"
+# The install is not scaled: it takes what unpacking takes.
+MINUTES=8 part install 40 "$PY" "$CHECK/install_bundle.py" "$BUNDLE" "$WORK"
 # shellcheck disable=SC1091
 [ -f "$WORK/env.sh" ] && . "$WORK/env.sh"
-part machine 45 "$PY" "$CHECK/facts.py" "$OUT" --bundle "$BUNDLE" --budget 40
-part suite 150 "$PY" "$CHECK/suite.py" "$OUT" --budget 140
-part opinfo 110 "$PY" "$CHECK/opinfo.py" "$OUT" --budget 100
-part gpt2 45 "$PY" "$CHECK/gpt2.py" "$OUT" --budget 40
-part timings 75 "$PY" "$CHECK/timings.py" "$OUT" --budget 65
+# Each Python part's own budget ends a few seconds before its limit, so it
+# writes its result itself.
+part machine 45 "$PY" "$CHECK/facts.py" "$OUT" --bundle "$BUNDLE" --budget "$(scaled 40)"
+part suite 150 "$PY" "$CHECK/suite.py" "$OUT" --budget "$(scaled 140)"
+part opinfo 110 "$PY" "$CHECK/opinfo.py" "$OUT" --budget "$(scaled 100)"
+part gpt2 45 "$PY" "$CHECK/gpt2.py" "$OUT" --budget "$(scaled 40)"
+part timings 75 "$PY" "$CHECK/timings.py" "$OUT" --budget "$(scaled 65)"
 "$PY" "$CHECK/summarize.py" "$OUT" "$WORK/parts.tsv" > "$OUT/summary.md" 2>> "$LOG"
 cat "$OUT/summary.md"
 rm -rf "$WORK"
