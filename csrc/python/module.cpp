@@ -62,6 +62,7 @@ py::dict provider_info() {
   capabilities["host_addressable"] = caps.host_addressable;
   capabilities["protected_memory"] = caps.protected_memory;
   capabilities["host_funcs"] = caps.host_funcs;
+  capabilities["host_kernels"] = caps.host_kernels;
   py::dict info;
   info["provider"] = p.name();
   info["backend"] = p.backend();
