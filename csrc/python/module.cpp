@@ -28,6 +28,7 @@
 #include "python/gil.h"
 #include "runtime/bool_operands.h"
 #include "runtime/aten_ops.h"
+#include "runtime/implementation_preferences.h"
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
 #include "runtime/selection.h"
@@ -155,6 +156,35 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   bind_graphs(m);
 
   m.def("_infini_stack_compiled", &runtime::infini_stack_compiled);
+  // Which implementation kind is faster per backend, operator and size
+  // (runtime/implementation_preferences.h): rows (backend, op, below,
+  // "native" | "aten"), set by torch_infini/_implementations.py.
+  m.def("_set_implementation_preferences",
+        [](const std::vector<std::tuple<std::string, std::string, int64_t,
+                                        std::string>>& rows) {
+          std::vector<runtime::PreferenceRow> parsed;
+          for (const auto& [backend, op, below, kind] : rows) {
+            TORCH_CHECK(kind == "native" || kind == "aten",
+                        "implementation preference of ", op, " on ", backend,
+                        ": '", kind, "' is neither 'native' nor 'aten'");
+            parsed.push_back({backend, op, below,
+                              kind == "aten"
+                                  ? runtime::ImplementationKind::kAtenBacked
+                                  : runtime::ImplementationKind::kNative});
+          }
+          runtime::set_implementation_preferences(std::move(parsed));
+        });
+  m.def("_implementation_preferences", [] {
+    std::vector<std::tuple<std::string, std::string, int64_t, std::string>>
+        rows;
+    for (const auto& row : runtime::implementation_preferences()) {
+      rows.emplace_back(row.backend, row.op, row.below,
+                        row.faster == runtime::ImplementationKind::kAtenBacked
+                            ? "aten"
+                            : "native");
+    }
+    return rows;
+  });
   // The rule by which the Infini stack passes bool operands to ATen as their
   // bytes (runtime/bool_operands.h), for its test against CPU.
   m.def("_bool_operands_table", [] {

@@ -138,20 +138,29 @@ void launch_add(InfiniProvider& provider, int device, StreamHandle stream,
   const iops::Tensor self = view_of(args.self, dtype, where);
   const iops::Tensor other = view_of(args.other, dtype, where);
   const iops::Tensor out = view_of(args.out, dtype, where);
-  const SerialOpenMPScope serial(serial_launch(provider, args.out));
 #ifdef TORCH_INFINI_OPS_ADD_HAS_ALPHA
   const double alpha = args.alpha.toDouble();
 #endif
-  // Implementation index 0, one operator object per layout and thread.
+  // InfiniOps' ATen-backed Add (index 1: at::add_out, CPU eager's kernel)
+  // where it was measured faster, else the native one (index 0); one
+  // operator object per implementation, layout and thread.
+  const size_t index = hand_written_index(provider, "Add", 1,
+                                          numel_of(args.out),
+                                          /*aten_when_unmeasured=*/false);
+  // ATen's kernel goes parallel above its grain size by itself.
+  const SerialOpenMPScope serial(index == 0 &&
+                                 serial_launch(provider, args.out));
   OperatorKey key;
   key.words.push_back(device);
+  key.words.push_back(static_cast<int64_t>(index));
   key.words.push_back(static_cast<int64_t>(args.out.dtype));
   append_layout(key, args.self);
   append_layout(key, args.other);
   append_layout(key, args.out);
   thread_local OperatorCache<AddOperator> cache;
   AddOperator& op = cache.get(std::move(key), [&] {
-    const iops::Config config;
+    iops::Config config;
+    config.set_implementation_index(index);
 #ifdef TORCH_INFINI_OPS_ADD_HAS_ALPHA
     return add_make(config, self, other, alpha, out);
 #else
@@ -160,6 +169,9 @@ void launch_add(InfiniProvider& provider, int device, StreamHandle stream,
   });
   op.set_stream(stream);
   const auto& add = static_cast<const iops::Add&>(op);
+  // Index 1 calls at::add_out on this thread: the profiler has recorded the
+  // call it is the kernel of (infini_binding.cpp).
+  at::DisableRecordFunctionGuard one_call_in_profiles;
 #ifdef TORCH_INFINI_OPS_ADD_HAS_ALPHA
   add(self, other, alpha, out);
 #else
@@ -419,6 +431,18 @@ class InfiniKernels final : public OpKernels {
                                  kAtenBackedIndex);
   }
 
+  // Whether the ATen-backed implementation of the operator whose native
+  // implementation a hand-written entry runs (Cat) was measured faster on
+  // this backend for `call`: then it goes first, and the entry serves what
+  // it refuses.
+  bool aten_backed_first(const Binding& bound, const AtenCall& call) const {
+    const int type = static_cast<int>(provider_.device_type());
+    return native_index(bound.implementations, type) >= 0 &&
+        has_implementation_index(bound.implementations, type,
+                                 kAtenBackedIndex) &&
+        generic_.faster(bound, call) == ImplementationKind::kAtenBacked;
+  }
+
   // Whether this build has an InfiniOps implementation, for this backend, of
   // an operator that serves `name` (a hand-written entry's or the generic
   // binding's), whatever its limits.
@@ -438,6 +462,14 @@ class InfiniKernels final : public OpKernels {
                      int* implementation, bool* cannot_take = nullptr) const {
     const auto it = by_overload_.find(name);
     const AtenServer* hand = it == by_overload_.end() ? nullptr : it->second;
+    const Binding* bound = generic_.find(name);
+    if (hand != nullptr && hand->run && bound != nullptr &&
+        aten_backed_first(*bound, call) &&
+        generic_.choose(*bound, call, /*native_allowed=*/false,
+                        implementation)
+            .empty()) {
+      return {};
+    }
     std::string hand_reason;
     if (hand != nullptr) {
       hand_reason = hand->unsupported(call);
@@ -445,7 +477,6 @@ class InfiniKernels final : public OpKernels {
         return {};
       }
     }
-    const Binding* bound = generic_.find(name);
     if (bound == nullptr) {
       return hand != nullptr ? hand_reason
                              : no_kernel_reason(name, "", provider_.backend());
