@@ -310,13 +310,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--top", action="store_true", help="print each part's costliest functions")
     parser.add_argument("--keep", metavar="DIR", help="keep callgrind's outputs in DIR")
     parser.add_argument("--jobs", type=int, default=2, help="callgrind runs at once (default 2)")
+    parser.add_argument("--no-floor", action="store_true", help="skip CPU eager's instruction counts")
     parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args(argv)
     if not args.no_callgrind and shutil.which("valgrind") is None:
         parser.error("valgrind is not installed: pass --no-callgrind")
     results = []
     pool = ThreadPoolExecutor(max_workers=args.jobs)
-    if not args.no_callgrind:
+    if not args.no_callgrind and not args.no_floor:
         with _workdir(args.keep) as tmp:
             floor = {op: breakdown("cpu", op, Path(tmp), pool)["instructions"] for op in args.ops}
         print("CPU eager, instructions per call (callgrind): "

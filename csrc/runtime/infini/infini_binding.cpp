@@ -41,6 +41,7 @@
 #include "runtime/cache_verification.h"
 #include "runtime/dispatch_state.h"
 #include "runtime/infini/device_scalars.h"
+#include "runtime/infini/profiler_guard.h"
 #include "runtime/ivalue_tensors.h"
 
 namespace torch_infini::runtime::infini {
@@ -88,7 +89,11 @@ void append_key(OperatorKey& key, const c10::IValue& v) {
 }
 
 bool serial(const Launch& l) {
-  if (l.provider->device_type() != irt::Device::Type::kCpu) {
+  // ATen's kernels (the ATen-backed implementation) go parallel only above
+  // their grain size, as in CPU eager; forcing them serial by the output's
+  // size would run a reduction of many elements to few on one thread.
+  if (l.provider->device_type() != irt::Device::Type::kCpu ||
+      l.implementation == kAtenBackedIndex) {
     return false;
   }
   for (const auto& c : *l.conversions) {
@@ -713,10 +718,7 @@ void GenericServer::run(const Binding& b, int device, StreamHandle stream,
   const Launch launch{&provider_, device, stream, implementation, &args,
                       &b.conversions,
                       broadcast ? out.sizes() : c10::IntArrayRef()};
-  // An ATen-backed operator calls ATen's CPU kernel through the dispatcher,
-  // on this thread: the profiler has recorded the call it is the kernel of,
-  // and must not record it twice.
-  at::DisableRecordFunctionGuard one_call_in_profiles;
+  const OneCallInProfiles one_call_in_profiles;
   // A bool operand reaches ATen as uint8, for which `where` warns that a
   // uint8 condition is deprecated: the program gave a bool one, and CPU
   // PyTorch says nothing.

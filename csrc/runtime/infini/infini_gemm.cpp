@@ -23,6 +23,7 @@
 #include "runtime/infini/infini_binding.h"
 #include "runtime/infini/infini_common.h"
 #include "runtime/infini/operator_cache.h"
+#include "runtime/infini/profiler_guard.h"
 
 namespace torch_infini::runtime::infini {
 namespace {
@@ -411,9 +412,8 @@ class GemmServer {
     });
     op.set_stream(stream);
     const auto& run = static_cast<const iops::Gemm&>(op);
-    // The ATen-backed Gemm calls at::addmm_out on this thread: the profiler
-    // has recorded the call it is the kernel of (infini_binding.cpp).
-    at::DisableRecordFunctionGuard one_call_in_profiles;
+    // The ATen-backed Gemm calls at::addmm_out on this thread.
+    const OneCallInProfiles one_call_in_profiles;
 #ifdef TORCH_INFINI_OPS_GEMM_HAS_OPTIONAL_C
     run(ta, tb, c, alpha, beta, 0, 0, ty);
 #else

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/cache_verification.h"
 #include "runtime/infini/add_alpha.h"
 #include "runtime/infini/infini_aten.h"
 #include "runtime/infini/infini_binding.h"
@@ -18,6 +19,7 @@
 #include "runtime/infini/infini_fused.h"
 #include "runtime/infini/infini_provider.h"
 #include "runtime/infini/operator_cache.h"
+#include "runtime/infini/profiler_guard.h"
 #include "runtime/fused_kernels.h"
 #include "runtime/kernels.h"
 
@@ -169,9 +171,7 @@ void launch_add(InfiniProvider& provider, int device, StreamHandle stream,
   });
   op.set_stream(stream);
   const auto& add = static_cast<const iops::Add&>(op);
-  // Index 1 calls at::add_out on this thread: the profiler has recorded the
-  // call it is the kernel of (infini_binding.cpp).
-  at::DisableRecordFunctionGuard one_call_in_profiles;
+  const OneCallInProfiles one_call_in_profiles;  // index 1 calls at::add_out
 #ifdef TORCH_INFINI_OPS_ADD_HAS_ALPHA
   add(self, other, alpha, out);
 #else
@@ -387,12 +387,16 @@ class InfiniKernels final : public OpKernels {
   }
 
   AtenRefusal aten_unsupported(const AtenCall& call) const override {
-    const std::string name = overload_name(call);
+    const std::string& name = overload_name(call);
     int implementation = -1;
     bool cannot_take = false;
     AtenRefusal refusal{decide(name, call, &implementation, &cannot_take),
                         /*no_kernel=*/false};
+    Decided& decided = last_decided();
+    decided.valid = false;
     if (!refusal.refused()) {
+      decided = Decided{&call.op.schema(), call.args.data(), call.args.size(),
+                        implementation, true};
       return refusal;
     }
     refusal.no_kernel = !has_kernel(name) || cannot_take;
@@ -409,10 +413,26 @@ class InfiniKernels final : public OpKernels {
   }
 
   void aten(int device, StreamHandle stream, AtenCall call) override {
-    const std::string name = overload_name(call);
+    const std::string& name = overload_name(call);
     int implementation = -1;
-    const std::string reason = decide(name, call, &implementation);
-    TORCH_CHECK(reason.empty(), "infini: ", name, ": ", reason);
+    Decided& decided = last_decided();
+    const bool checked = decided.valid &&
+        decided.schema == &call.op.schema() &&
+        decided.args == call.args.data() && decided.nargs == call.args.size();
+    decided.valid = false;
+    if (checked && !verify_caches()) {
+      implementation = decided.implementation;
+    } else {
+      const std::string reason = decide(name, call, &implementation);
+      TORCH_CHECK(reason.empty(), "infini: ", name, ": ", reason);
+      if (checked) {
+        TORCH_CHECK(decided.implementation == implementation, "infini: ",
+                    name, ": implementation ", implementation,
+                    " chosen at the launch, ", decided.implementation,
+                    " when the call was checked");
+        count_verified_hit("implementation chosen at the check");
+      }
+    }
     if (implementation < 0) {
       by_overload_.at(name)->run(device, stream, call);
     } else {
@@ -429,6 +449,24 @@ class InfiniKernels final : public OpKernels {
         has_implementation_index(bound->implementations,
                                  static_cast<int>(provider_.device_type()),
                                  kAtenBackedIndex);
+  }
+
+  // What aten_unsupported accepted, for the aten() call that follows it on
+  // this thread with the same call (the ops layer checks, then launches;
+  // the launch takes the call's argument vector, moved: the same buffer).
+  // Choosing twice cost a second set of checks per call (about 2,500
+  // instructions of a one-element mul's 46,000). Under
+  // TORCH_INFINI_VERIFY_CACHES=1 the launch chooses again and compares.
+  struct Decided {
+    const c10::FunctionSchema* schema = nullptr;
+    const c10::IValue* args = nullptr;
+    size_t nargs = 0;
+    int implementation = -1;
+    bool valid = false;
+  };
+  static Decided& last_decided() {
+    thread_local Decided decided;
+    return decided;
   }
 
   // Whether the ATen-backed implementation of the operator whose native
