@@ -77,6 +77,9 @@ NOCACHE_SUFFIX = " [nocache]"
 CONTENDED_SUFFIX = " [contended]"
 BUSY_LOAD = 0.5  # a 1-minute load average at or above this before the run: the machine is busy
 QUEUED = 1000  # adds per call in the queued latency cases
+# Case groups whose "cpu" reference is CPU PyTorch work (not infini work, not
+# empty Python calls): timed in the clean reference process.
+CLEAN_REFERENCE_GROUPS = ("add", "ops", "alloc", "mlp", "train", "beside")
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -85,6 +88,9 @@ KiB, MiB = 1 << 10, 1 << 20
 torch: Any = None
 torch_infini: Any = None
 DEV: Any = None
+# The clean reference process (benchmarks/clean_reference.py); None with
+# --reference-in-process, and in the [nocache] child.
+CLEAN: Any = None
 
 
 class Skip(Exception):
@@ -149,9 +155,23 @@ class Case:
     # varied from 1.15x to 1.9x between runs of the same commit.
     min_rep_s: float = 0.0
 
+    @property
+    def clean_reference(self) -> bool:
+        """Whether the reference is CPU PyTorch work, timed in the clean
+        reference process (benchmarks/clean_reference.py) unless
+        ``--reference-in-process``."""
+        return self.reference == "cpu" and self.group in CLEAN_REFERENCE_GROUPS
+
 
 def sync() -> None:
-    torch.infini.synchronize()
+    if DEV.type != "cpu":  # the CPU in the clean reference process
+        torch.infini.synchronize()
+
+
+def synchronizer() -> Callable[[], None]:
+    """``torch.infini.synchronize``, bound once for a tight loop (nothing in
+    the clean reference process, where the cases' device is the CPU)."""
+    return torch.infini.synchronize if DEV.type != "cpu" else _noop
 
 
 def _noop() -> None:
@@ -209,7 +229,7 @@ def add_sync_case(numel: int) -> Case:
     def setup() -> Bundle:
         ca, cb = torch.rand(numel), torch.rand(numel)
         a, b = ca.to(DEV), cb.to(DEV)
-        add, s = torch.add, torch.infini.synchronize
+        add, s = torch.add, synchronizer()
 
         def infini(n: int) -> None:
             for _ in range(n):
@@ -242,7 +262,7 @@ def family_op_case(name: str, numel: int) -> Case:
     def setup() -> Bundle:
         ca, cb = torch.rand(numel), torch.rand(numel)
         a, b = ca.to(DEV), cb.to(DEV)
-        s = torch.infini.synchronize
+        s = synchronizer()
         fn(a, b)  # NotImplementedError here -> skipped with the reason
         s()
 
@@ -269,7 +289,7 @@ def add_queued_case(numel: int) -> Case:
     def setup() -> Bundle:
         ca, cb = torch.rand(numel), torch.rand(numel)
         a, b = ca.to(DEV), cb.to(DEV)
-        add, s = torch.add, torch.infini.synchronize
+        add, s = torch.add, synchronizer()
 
         def infini(n: int) -> None:
             for _ in range(n):
@@ -399,7 +419,7 @@ def overlap_case(kind: str, n_bytes: int) -> Case:
 
 def alloc_case(n_bytes: int) -> Case:
     def setup() -> Bundle:
-        empty, u8, s = torch.empty, torch.uint8, torch.infini.synchronize
+        empty, u8, s = torch.empty, torch.uint8, synchronizer()
 
         def infini(n: int) -> None:
             for _ in range(n):
@@ -533,6 +553,18 @@ def _grad_free(model) -> set:
     return {name for name, p in model.named_parameters() if p.grad is not None and p.grad.abs().max() < 1e-6}
 
 
+def _train_step(m, o, inp, lab):
+    """One training step of ``m`` with optimizer ``o``; the loss, detached
+    (no ``.item()``: that would synchronize inside a timed loop)."""
+    o.zero_grad(set_to_none=True)
+    out = m(inp)
+    logits = getattr(out, "logits", out)
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), lab.reshape(-1))
+    loss.backward()
+    o.step()
+    return loss.detach()
+
+
 def train_case(name: str, build: Callable[[], "torch.nn.Module"], inputs: Callable[[], tuple],
                note: str) -> Case:
     """One training step per call: ``zero_grad``, forward, ``cross_entropy``,
@@ -545,7 +577,6 @@ def train_case(name: str, build: Callable[[], "torch.nn.Module"], inputs: Callab
     def setup() -> Bundle:
         import copy as _copy
 
-        F = torch.nn.functional
         torch.manual_seed(0)  # the CPU and infini generators: weights, and dropout alike on both
         cpu_model = build().train()
         model = _copy.deepcopy(cpu_model).to(DEV)
@@ -556,13 +587,7 @@ def train_case(name: str, build: Callable[[], "torch.nn.Module"], inputs: Callab
         losses: dict = {}
 
         def step(m, o, inp, lab, side: str) -> None:
-            o.zero_grad(set_to_none=True)
-            out = m(inp)
-            logits = getattr(out, "logits", out)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), lab.reshape(-1))
-            loss.backward()
-            o.step()
-            losses[side] = loss.detach()  # no .item(): that would synchronize inside the timed loop
+            losses[side] = _train_step(m, o, inp, lab)
 
         torch.manual_seed(1)  # both generators: the warm-up steps draw the same dropout masks
 
@@ -603,20 +628,62 @@ def _images(*shape: int):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(3))
 
 
-def train_cases() -> list[Case]:
-    def transformers_model(builder: str):
-        try:
-            import transformers
-        except ImportError as exc:
-            raise Skip(f"transformers is not installed ({first_line(exc)})") from None
-        transformers.logging.set_verbosity_error()  # the tiny configs' token-id warnings
-        return getattr(_tiny_models()[1], builder)()
+def _transformers_model(builder: str):
+    try:
+        import transformers
+    except ImportError as exc:
+        raise Skip(f"transformers is not installed ({first_line(exc)})") from None
+    transformers.logging.set_verbosity_error()  # the tiny configs' token-id warnings
+    return getattr(_tiny_models()[1], builder)()
 
+
+def beside_stack_case() -> Case:
+    """CPU PyTorch in a process that has just run infini work: a GPT-2-tiny
+    training step on the CPU, in this process after infini training steps
+    (the 'infini' column), against the same CPU step in the clean reference
+    process. A ratio above 1 is what infini work costs the process's CPU
+    work (a second OpenMP team once made it 2.4x)."""
+    def setup() -> Bundle:
+        import copy as _copy
+
+        if DEV.type != "cpu" and CLEAN is None:
+            raise Skip("needs the clean reference process (not with --reference-in-process)")
+        torch.manual_seed(0)
+        model = _transformers_model("tiny_gpt2").train()
+        ref_model = _copy.deepcopy(model)
+        x = _tokens(2, 12)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        ref_opt = torch.optim.AdamW(ref_model.parameters(), lr=1e-3)
+        # The infini work: training steps, backward included (where the stack
+        # once opened a second OpenMP team), of a copy on infini.
+        work = _copy.deepcopy(model).to(DEV)
+        work_opt = torch.optim.AdamW(work.parameters(), lr=1e-3)
+        for _ in range(3):
+            _train_step(work, work_opt, x.to(DEV), x.to(DEV))
+        sync()
+
+        def here(n: int) -> None:
+            for _ in range(n):
+                _train_step(model, opt, x, x)
+
+        def reference(n: int) -> None:
+            for _ in range(n):
+                _train_step(ref_model, ref_opt, x, x)
+
+        return Bundle(here, reference)
+
+    return Case("beside/cpu-train-gpt2-tiny/after-infini-work", "cpu",
+                "CPU training step (GPT-2 tiny) in this process, after infini training steps", setup,
+                note="'infini' column: the CPU step in this process after infini work; ref: in a clean process",
+                group="beside", min_rep_s=0.05)
+
+
+def train_cases() -> list[Case]:
     def gpt2():
-        return transformers_model("tiny_gpt2")
+        return _transformers_model("tiny_gpt2")
 
     def llama():
-        return transformers_model("tiny_llama")
+        return _transformers_model("tiny_llama")
 
     def resnet():
         return _tiny_models()[0].TinyResNet()
@@ -656,6 +723,7 @@ def all_cases(quick: bool) -> list[Case]:
     cases += [alloc_case(n) for n in (KiB, MiB, 64 * MiB)]
     cases += [event_case(), wait_stream_case(), mlp_case(), decoder_case()]
     cases += train_cases()
+    cases.append(beside_stack_case())
     return cases
 
 
@@ -710,8 +778,13 @@ def measure(case: Case, reps: int, target: float) -> dict:
         problem = bundle.check() if bundle.check else None
         if problem:
             extra["wrong_result"] = problem
+        clean = CLEAN if case.clean_reference else None
+        if clean is not None:
+            skipped = clean.setup(case.name)
+            if skipped:
+                raise Skip(f"the clean reference process: {skipped}")
         n_inf = calibrate(bundle.infini, target)
-        n_ref = calibrate(bundle.reference, target)
+        n_ref = clean.calibrate(target) if clean is not None else calibrate(bundle.reference, target)
         t_inf: list[float] = []
         t_ref: list[float] = []
         gc.collect()
@@ -719,7 +792,7 @@ def measure(case: Case, reps: int, target: float) -> dict:
         try:
             for _ in range(reps):  # interleaved: infini rep, reference rep, ...
                 t_inf.append(_elapsed(bundle.infini, n_inf))
-                t_ref.append(_elapsed(bundle.reference, n_ref))
+                t_ref.append(clean.rep(n_ref) if clean is not None else _elapsed(bundle.reference, n_ref))
         finally:
             gc.enable()
         m_inf = _measurement(case, "infini", n_inf, t_inf)
@@ -727,6 +800,7 @@ def measure(case: Case, reps: int, target: float) -> dict:
         mi, mr = m_inf.median, m_ref.median
         record.update(infini_s=mi, reference_s=mr, ratio=mi / mr)
         extra.update(reps=reps, calls_per_rep={"infini": n_inf, "reference": n_ref},
+                     reference_process="clean" if clean is not None else "this",
                      infini_min_s=min(m_inf.times), reference_min_s=min(m_ref.times),
                      infini_iqr_s=m_inf.iqr, reference_iqr_s=m_ref.iqr)
         extra.update({k: v for k, v in bundle.extra.items() if not k.startswith("_")})
@@ -743,6 +817,8 @@ def measure(case: Case, reps: int, target: float) -> dict:
     finally:
         del bundle
         try:
+            if CLEAN is not None and case.clean_reference:
+                CLEAN.release()
             sync()
             torch.infini.empty_cache()
         except Exception:  # noqa: BLE001
@@ -878,10 +954,12 @@ class MachineLoad:
 
     def __init__(self) -> None:
         self.before = os.getloadavg() if hasattr(os, "getloadavg") else None
+        # Children not yet reaped whose CPU counts as this script's own (the
+        # clean reference process).
+        self.own_pids: list[int] = []
         self.start_clock()
 
-    @staticmethod
-    def _sample() -> Optional[tuple[float, float]]:
+    def _sample(self) -> Optional[tuple[float, float]]:
         try:
             with open("/proc/stat") as f:
                 fields = [int(v) for v in f.readline().split()[1:]]
@@ -889,7 +967,9 @@ class MachineLoad:
             return None
         busy = sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)  # minus idle, iowait
         own = os.times()
-        return busy / os.sysconf("SC_CLK_TCK"), own.user + own.system + own.children_user + own.children_system
+        live = sum(_cpu_ticks(pid) or 0 for pid in self.own_pids) / os.sysconf("SC_CLK_TCK")
+        return (busy / os.sysconf("SC_CLK_TCK"),
+                own.user + own.system + own.children_user + own.children_system + live)
 
     def others_cores(self) -> Optional[float]:
         """Average cores used by other processes since the start. The
@@ -979,13 +1059,18 @@ def print_table(rows: list[tuple[Optional[Case], dict]]) -> None:
 
 
 def footer(reps: int, rep_ms: float) -> str:
+    where = ("CPU references of PyTorch work are timed in their own clean process (never imported torch_infini, "
+             "benchmarks/clean_reference.py),\n  interleaved with the infini side; "
+             if CLEAN is not None else "CPU references are timed in this process (--reference-in-process), "
+             "after its infini work; ")
     return (f"Medians of {reps} interleaved repetitions of ~{rep_ms:g} ms each (training steps: at least 50 ms), "
             f"time per call "
             f"(add/queued: per {QUEUED} adds + 1 synchronize). ratio = infini / reference; < 1 is faster.\n"
             "References: cpu = the same call on CPU eager tensors; for event/stream cases, which have no "
             "CPU equivalent,\n  an empty Python function call loop of the same count; for overlap cases, "
             "the same infini work run in sequence.\n  memcpy = ctypes.memmove of the same bytes between "
-            "preallocated host buffers (one thread).")
+            "preallocated host buffers (one thread).\n" + where +
+            "beside/...: 'infini' is a CPU step in this process after infini work.")
 
 
 def _cells(case: Optional[Case], rec: dict) -> tuple[str, str, str, str, str]:
@@ -1087,6 +1172,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     p.add_argument("--markdown", action="store_true",
                    help="print the tables as Markdown under a dated header naming the machine and its "
                         "load (what the README pastes)")
+    p.add_argument("--reference-in-process", action="store_true",
+                   help="time CPU references in this process, after its infini work, instead of in the "
+                        "clean reference process (benchmarks/clean_reference.py)")
     p.add_argument("--list", action="store_true", help="list the case names and exit")
     p.add_argument("--_child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--_exact", nargs="+", help=argparse.SUPPRESS)
@@ -1103,7 +1191,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    global torch, torch_infini, DEV
+    global torch, torch_infini, DEV, CLEAN
     load = MachineLoad()  # before importing torch, which is work of our own
     args = parse_args(argv)
     started = time.perf_counter()
@@ -1157,6 +1245,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"error: no case matches {args.cases}; --list shows the names", file=sys.stderr)
         return 2
 
+    if not args._child and not args.reference_in_process and any(c.clean_reference for c in selected):
+        from clean_reference import CleanReference
+
+        CLEAN = CleanReference(args.quick)
+        load.own_pids.append(CLEAN.pid)
     markdown = args.markdown and not args._child
     if not args._child and not markdown:
         print("torch-infini benchmarks" + (" (--quick)" if args.quick else ""))
@@ -1197,14 +1290,18 @@ def main(argv: Optional[list[str]] = None) -> int:
         return rows
 
     load.start_clock()
-    rows = run_pass(0)
-    others = load.others_cores()
-    contended_rows: list[tuple[Optional[Case], dict]] = []
-    contended_others = None
-    if args.contended and selected:
-        load.start_clock()
-        contended_rows = run_pass(args.contended)
-        contended_others = load.others_cores()
+    try:
+        rows = run_pass(0)
+        others = load.others_cores()
+        contended_rows: list[tuple[Optional[Case], dict]] = []
+        contended_others = None
+        if args.contended and selected:
+            load.start_clock()
+            contended_rows = run_pass(args.contended)
+            contended_others = load.others_cores()
+    finally:
+        if CLEAN is not None:
+            CLEAN.close()
     records = [rec for _, rec in rows + contended_rows]
 
     if args.json:

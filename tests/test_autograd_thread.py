@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import threading
 
+import pytest
 import torch
 
 import torch_infini
@@ -20,6 +21,9 @@ from conftest import run_python
 from infini_testing import DEV, fallback_env, fallback_where_unserved
 
 CALLING_THREAD_RUNS_BACKWARD = not torch_infini._autograd.device_threads_by_default()
+INFO = torch_infini._C._provider_info()
+# Where kernels compute on host cores: the host runtime, InfiniRT's CPU backend.
+KERNELS_ON_HOST = INFO["provider"] == "host" or INFO["backend"] == "cpu"
 
 
 def _backward_threads(x: torch.Tensor, w: torch.Tensor) -> set[int]:
@@ -32,6 +36,8 @@ def _backward_threads(x: torch.Tensor, w: torch.Tensor) -> set[int]:
 
 
 def test_importing_thread_runs_backward_where_kernels_run_on_the_host():
+    assert INFO["capabilities"]["host_kernels"] is KERNELS_ON_HOST
+    assert CALLING_THREAD_RUNS_BACKWARD is KERNELS_ON_HOST
     assert torch.autograd.is_multithreading_enabled() is not CALLING_THREAD_RUNS_BACKWARD
     torch.manual_seed(0)
     x_cpu = torch.randn(8, 16, requires_grad=True)
@@ -81,3 +87,42 @@ def test_switch_keeps_pytorchs_device_threads():
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.split("RESULT")[-1])
     assert result == {"enabled": True, "caller_ran": False, "grad": [[2.0] * 3] * 3}
+
+
+# A backward whose kernels open parallel regions (1Mi elements, two intra-op
+# threads), then the names of the process's threads: an OpenMP team's threads
+# take the name of the thread that opened it, so a team of PyTorch's autograd
+# device thread shows as a second thread named pt_autograd_*.
+TEAM_PROBE = """
+    import json, os, torch, torch_infini
+    torch.set_num_threads(2)
+    x = torch.randn(1 << 20, device="infini", requires_grad=True)
+    ((x * 2).relu().sum()).backward()
+    torch.infini.synchronize()
+    names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+    print("RESULT" + json.dumps(sum(n.startswith("pt_autograd") for n in names)))
+"""
+
+
+def _autograd_named_threads(env: dict) -> int:
+    proc = run_python(TEAM_PROBE, env=dict(fallback_env(), **env))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.split("RESULT")[-1])
+
+
+@pytest.mark.skipif(not KERNELS_ON_HOST, reason="kernels run off the host: PyTorch's device threads are kept")
+def test_no_openmp_team_beside_the_callers():
+    """Where kernels run on host cores, a backward leaves no OpenMP team of
+    the autograd device thread (at most the thread itself): a second team
+    throttles every team's spinning, and CPU work in the process ran 2.4x
+    slower."""
+    assert _autograd_named_threads({}) <= 1
+
+
+@pytest.mark.skipif(not (KERNELS_ON_HOST and INFO["provider"] == "infini"),
+                    reason="on the host runtime the device thread queues kernels to a stream worker")
+def test_device_threads_open_a_team_of_their_own():
+    """The probe above sees the team where the device thread runs the
+    kernels (TORCH_INFINI_AUTOGRAD_DEVICE_THREADS=1 on InfiniRT's CPU
+    backend)."""
+    assert _autograd_named_threads({"TORCH_INFINI_AUTOGRAD_DEVICE_THREADS": "1"}) >= 2

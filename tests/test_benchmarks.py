@@ -188,3 +188,37 @@ def test_markdown_names_the_command_date_machine_and_load(training_markdown):
     assert stdout.count("| case | infini | reference | ratio | note |") == 1
     rows = {line.split(" | ")[0].lstrip("| ") for line in stdout.splitlines() if line.startswith("| ")}
     assert {r["case"] for r in records} <= rows
+
+
+def test_cpu_references_are_timed_in_a_clean_process(quick_subset):
+    """PyTorch CPU references run in benchmarks/clean_reference.py's process
+    (never imported torch_infini), the same in its process under
+    --reference-in-process."""
+    _, records = quick_subset
+    for rec in records:
+        if rec["infini_s"] is not None:
+            assert rec["extra"]["reference_process"] == "clean", rec
+    proc = _run("--quick", "--reps", "2", "--rep-ms", "2", "--cases", "^add/sync/1Ki", "^beside/",
+                "--reference-in-process")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "timed in this process (--reference-in-process)" in proc.stdout
+    beside = next(line for line in proc.stdout.splitlines() if line.startswith("beside/"))
+    assert "-" in beside.split()[1:3]  # skipped: the case compares this process with a clean one
+
+
+def test_clean_reference_process_serves_a_case_without_torch_infini():
+    sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+    try:
+        from clean_reference import CleanReference
+    finally:
+        sys.path.pop(0)
+    clean = CleanReference(quick=True)
+    try:
+        assert clean.setup("add/sync/1Ki") is None
+        n = clean.calibrate(0.002)
+        assert n >= 1 and clean.rep(n) > 0
+        clean.release()
+        with open(f"/proc/{clean.pid}/maps") as f:
+            assert "torch_infini" not in f.read()
+    finally:
+        clean.close()

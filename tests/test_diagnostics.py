@@ -16,7 +16,7 @@ from torch_infini import backend_support
 from hang_guard import HANG_GUARD_S
 
 CAPABILITIES = {"async_copy", "pinned_memory", "timed_events", "async_execution", "blocking_events", "graphs",
-                "host_addressable", "protected_memory", "host_funcs"}
+                "host_addressable", "protected_memory", "host_funcs", "host_kernels"}
 STACK_COMPILED = bool(torch_infini.build_info()["infini_stack"])
 
 

@@ -274,34 +274,83 @@ def test_torch_allowlist_is_what_binds(report):
 CHOICE_PROGRAM = """
 #include <cstdio>
 #include "runtime/infini/implementation_choice.h"
+using namespace torch_infini::runtime;
 using namespace torch_infini::runtime::infini;
 int main() {
   const std::vector<Implementation> abs = {%(Abs)s}, add = {%(Add)s}, gemm = {%(Gemm)s}, clamp = {%(Clamp)s};
   auto yes = [] { return true; };
   auto no = [] { return false; };
+  const auto any = ImplementationKind::kUnknown, aten = ImplementationKind::kAtenBacked,
+             native = ImplementationKind::kNative;
+  int asked = 0;  // which limits a choice asked about: 1 native, 2 ATen-backed
+  auto native_asked = [&] { asked |= 1; return true; };
+  auto aten_asked = [&] { asked |= 2; return true; };
   std::printf("%%d %%d %%d %%d %%d %%d %%d %%d\\n",
-              choose_implementation(abs, 0, true, yes, yes),     // ATen-backed only
-              choose_implementation(abs, 1, true, yes, yes),     // none on nvidia
-              choose_implementation(add, 0, true, yes, yes),     // native 0
-              choose_implementation(add, 0, true, no, yes),      // native refuses, no index 8
-              choose_implementation(gemm, 1, true, yes, yes),    // native on nvidia
-              choose_implementation(clamp, 1, true, no, yes),    // native refuses: ATen-backed
-              choose_implementation(clamp, 1, false, yes, yes),  // a hand entry owns native
-              choose_implementation(clamp, 1, true, no, no));    // nothing fits
+              choose_implementation(abs, 0, true, any, yes, yes),     // ATen-backed only
+              choose_implementation(abs, 1, true, any, yes, yes),     // none on nvidia
+              choose_implementation(add, 0, true, any, yes, yes),     // native 0
+              choose_implementation(add, 0, true, any, no, yes),      // native refuses, no index 8
+              choose_implementation(gemm, 1, true, any, yes, yes),    // native on nvidia
+              choose_implementation(clamp, 1, true, any, no, yes),    // native refuses: ATen-backed
+              choose_implementation(clamp, 1, false, any, yes, yes),  // a hand entry owns native
+              choose_implementation(clamp, 1, true, any, no, no));    // nothing fits
+  std::printf("%%d %%d %%d %%d %%d\\n",
+              choose_implementation(clamp, 1, true, aten, yes, yes),  // measured faster: ATen-backed
+              choose_implementation(clamp, 1, true, aten, yes, no),   // ATen-backed refuses: native
+              choose_implementation(clamp, 1, true, native, yes, yes),
+              choose_implementation(add, 0, true, aten, yes, yes),    // no index 8: native
+              choose_implementation(abs, 1, true, aten, yes, yes));   // nothing on nvidia
+  choose_implementation(clamp, 1, true, aten, native_asked, aten_asked);
+  std::printf("%%d\\n", asked);  // the native limits are not asked once ATen-backed fits
 }
 """
+
+
+def _compile_and_run(tmp_path, source_text: str, *extra_sources: Path) -> list[str]:
+    source = tmp_path / "program.cpp"
+    source.write_text(source_text)
+    program = tmp_path / "program"
+    subprocess.run([CXX, "-std=c++17", f"-I{REPO / 'csrc'}", str(source), *map(str, extra_sources),
+                    "-o", str(program), "-pthread"], check=True, capture_output=True, timeout=120)
+    return subprocess.run([str(program)], check=True, capture_output=True, text=True).stdout.split()
 
 
 def test_implementation_choice_on_the_stub(stub_install, tmp_path):
     impls = ib.implementations_from_symbols((stub_install / "lib" / "libinfiniops.so").read_bytes())
     lists = {op: ", ".join(f"{{{d}, {i}}}" for d, ix in devs.items() for i in ix) for op, devs in impls.items()}
-    source = tmp_path / "choice.cpp"
-    source.write_text(CHOICE_PROGRAM % lists)
-    program = tmp_path / "choice"
-    subprocess.run([CXX, "-std=c++17", f"-I{REPO / 'csrc'}", str(source), "-o", str(program)],
-                   check=True, capture_output=True, timeout=120)
-    out = subprocess.run([str(program)], check=True, capture_output=True, text=True).stdout.split()
-    assert out == ["8", "-1", "0", "-1", "0", "8", "8", "-1"]
+    out = _compile_and_run(tmp_path, CHOICE_PROGRAM % lists)
+    assert out == ["8", "-1", "0", "-1", "0", "8", "8", "-1",
+                   "8", "0", "0", "0", "-1",
+                   "2"]
+
+
+PREFERENCES_PROGRAM = """
+#include <cstdio>
+#include "runtime/implementation_preferences.h"
+using namespace torch_infini::runtime;
+int main() {
+  const auto N = ImplementationKind::kNative, A = ImplementationKind::kAtenBacked;
+  // Rows in any order: "any size" last, the smallest class first.
+  set_implementation_preferences({{"cpu", "Mul", -1, A}, {"cpu", "Mul", 1024, N}, {"cpu", "*", -1, A},
+                                  {"nvidia", "Mul", -1, N}, {"cpu", "Gemm", 4096, N}, {"cpu", "Gemm", 65536, A}});
+  const BackendPreferences& cpu = preferences_for("cpu");
+  std::printf("%d %d %d %d %d %d ", int(cpu.faster("Mul", 1)), int(cpu.faster("Mul", 1024)),
+              int(cpu.faster("Relu", 1)), int(cpu.faster("Gemm", 4095)), int(cpu.faster("Gemm", 4096)),
+              int(cpu.faster("Gemm", 65536)));
+  std::printf("%d %d ", int(preferences_for("nvidia").faster("Mul", 1)),
+              int(preferences_for("nvidia").faster("Relu", 1)));
+  set_implementation_preferences({});  // a thread's copy follows a change
+  std::printf("%d %zu\\n", int(preferences_for("cpu").faster("Mul", 1)), implementation_preferences().size());
+}
+"""
+
+
+def test_implementation_preferences_by_size_class(tmp_path):
+    """Which kind was measured faster: per backend and operator, the first
+    size class holding the output's element count, else the backend's "*"
+    row, else unknown (0; native 1, ATen-backed 2)."""
+    out = _compile_and_run(tmp_path, PREFERENCES_PROGRAM, REPO / "csrc" / "runtime" / "implementation_preferences.cpp")
+    assert out == ["1", "2", "2", "1", "2", "2", "1", "0", "0", "0"]
 
 
 def test_with_torch_allowlist_comes_from_the_operator_headers(tmp_path):

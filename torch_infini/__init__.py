@@ -78,6 +78,7 @@ try:
     from . import _meta_kernels
     from . import fused_ops  # torch.ops.infini.swiglu, silu_and_mul, causal_softmax
     from . import _autograd
+    from . import _implementations
     from . import _compile
     from . import _dlpack
     from . import infini as _infini_module
@@ -130,6 +131,7 @@ if _LOAD_ERROR is None:
         fallback._setup_from_environment()
         backend_support._setup_from_environment()
         _autograd.install()
+        _implementations.install()
         _dlpack.install()
         decompositions.install()
         _meta_kernels.install()

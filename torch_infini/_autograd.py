@@ -48,10 +48,17 @@ VARIABLE = "TORCH_INFINI_AUTOGRAD_DEVICE_THREADS"
 
 def device_threads_by_default() -> bool:
     """Whether the provider's kernels run off the host (then PyTorch's
-    per-device autograd threads are kept by default)."""
-    from . import _compile
+    per-device autograd threads are kept by default).
 
-    return not _compile.host_addressable()
+    Asked of the provider's ``host_kernels`` capability: where the kernels
+    compute on host cores. Not of ``host_addressable`` (whether host code
+    may use device memory in place), which InfiniRT's CPU backend does not
+    report: asked that, its backward ran on the device thread, and after one
+    training step on the stack a CPU GPT-2-tiny step in the same process took
+    2.4x as long (benchmarks/run.py, ``beside/...``)."""
+    from . import _C
+
+    return not bool(_C._provider_info()["capabilities"]["host_kernels"])
 
 
 def install() -> None:

@@ -30,6 +30,7 @@
 #include "python/operand_bindings.h"
 #include "python/gil.h"
 #include "runtime/aten_ops.h"
+#include "runtime/implementation_preferences.h"
 #include "runtime/kernels.h"
 #include "runtime/runtime.h"
 #include "runtime/selection.h"
@@ -64,6 +65,7 @@ py::dict provider_info() {
   capabilities["host_addressable"] = caps.host_addressable;
   capabilities["protected_memory"] = caps.protected_memory;
   capabilities["host_funcs"] = caps.host_funcs;
+  capabilities["host_kernels"] = caps.host_kernels;
   py::dict info;
   info["provider"] = p.name();
   info["backend"] = p.backend();
@@ -166,6 +168,35 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_backend_refusals", &runtime::backend_refusals);
   // How the Infini stack passes bool and complex operands (its tests).
   bind_operand_rules(m);
+  // Which implementation kind is faster per backend, operator and size
+  // (runtime/implementation_preferences.h): rows (backend, op, below,
+  // "native" | "aten"), set by torch_infini/_implementations.py.
+  m.def("_set_implementation_preferences",
+        [](const std::vector<std::tuple<std::string, std::string, int64_t,
+                                        std::string>>& rows) {
+          std::vector<runtime::PreferenceRow> parsed;
+          for (const auto& [backend, op, below, kind] : rows) {
+            TORCH_CHECK(kind == "native" || kind == "aten",
+                        "implementation preference of ", op, " on ", backend,
+                        ": '", kind, "' is neither 'native' nor 'aten'");
+            parsed.push_back({backend, op, below,
+                              kind == "aten"
+                                  ? runtime::ImplementationKind::kAtenBacked
+                                  : runtime::ImplementationKind::kNative});
+          }
+          runtime::set_implementation_preferences(std::move(parsed));
+        });
+  m.def("_implementation_preferences", [] {
+    std::vector<std::tuple<std::string, std::string, int64_t, std::string>>
+        rows;
+    for (const auto& row : runtime::implementation_preferences()) {
+      rows.emplace_back(row.backend, row.op, row.below,
+                        row.faster == runtime::ImplementationKind::kAtenBacked
+                            ? "aten"
+                            : "native");
+    }
+    return rows;
+  });
   m.def("_is_in_bad_fork", &runtime::in_bad_fork);
   m.def("_get_sync_debug_mode", &ops::sync_debug_mode);
   m.def("_set_sync_debug_mode", &ops::set_sync_debug_mode);

@@ -52,6 +52,14 @@ struct Capabilities {
   bool protected_memory = false;
   // launch_host_func queues host functions on streams.
   bool host_funcs = false;
+  // Kernels compute on the host's cores, with the OpenMP team of the thread
+  // that runs them (the host runtime's stream workers and waiting callers,
+  // InfiniRT's CPU backend's calling thread): the process's intra-op thread
+  // policy applies to them (docs/host-runtime.md, "Intra-op threads"), and
+  // torch_infini/_autograd.py then runs infini's backward on the calling
+  // thread, whose team CPU eager uses too, rather than on PyTorch's device
+  // thread, whose second team would throttle every team's spinning.
+  bool host_kernels = false;
 };
 
 class Provider {

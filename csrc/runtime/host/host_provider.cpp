@@ -69,6 +69,7 @@ HostProvider::HostProvider() {
   caps_.host_addressable = true;
   caps_.protected_memory = memory_protection_on();
   caps_.host_funcs = true;
+  caps_.host_kernels = true;  // ATen's CPU kernels, on workers and callers
   kernels_ = make_host_kernels(*this);
 }
 

@@ -7,6 +7,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "runtime/infini/infini_common.h"
@@ -25,9 +27,24 @@ struct AtenServer {
       run;
 };
 
-// "aten::mm.out".
-inline std::string overload_name(const AtenCall& call) {
-  return c10::toString(call.op.operator_name());
+// "aten::mm.out". Formatted once per operator and thread: c10::toString
+// writes through an ostringstream (a locale, dynamic_casts, a heap
+// allocation: about 1,500 instructions, asked twice per call). Keyed by the
+// schema's address, checked against the operator's name (an operator
+// registered later may reuse a freed schema's address).
+inline const std::string& overload_name(const AtenCall& call) {
+  thread_local std::unordered_map<
+      const c10::FunctionSchema*,
+      std::pair<c10::OperatorName, std::string>>
+      names;
+  const c10::OperatorName& op = call.op.operator_name();
+  const auto it = names.find(&call.op.schema());
+  if (it != names.end() && it->second.first == op) {
+    return it->second.second;
+  }
+  auto entry = std::make_pair(op, c10::toString(op));
+  return names.insert_or_assign(&call.op.schema(), std::move(entry))
+      .first->second.second;
 }
 
 // `overloads` served by `server`, an object with `unsupported(call)` and

@@ -45,6 +45,7 @@
 #include "runtime/complex_pairs.h"
 #include "runtime/dispatch_state.h"
 #include "runtime/infini/device_scalars.h"
+#include "runtime/infini/profiler_guard.h"
 #include "runtime/ivalue_tensors.h"
 
 namespace torch_infini::runtime::infini {
@@ -92,7 +93,11 @@ void append_key(OperatorKey& key, const c10::IValue& v) {
 }
 
 bool serial(const Launch& l) {
-  if (l.provider->device_type() != irt::Device::Type::kCpu) {
+  // ATen's kernels (the ATen-backed implementation) go parallel only above
+  // their grain size, as in CPU eager; forcing them serial by the output's
+  // size would run a reduction of many elements to few on one thread.
+  if (l.provider->device_type() != irt::Device::Type::kCpu ||
+      l.implementation == kAtenBackedIndex) {
     return false;
   }
   for (const auto& c : *l.conversions) {
@@ -587,7 +592,49 @@ std::string native_reason(const Binding& b, const AtenCall& call) {
                            : generic_native_reason(b, call);
 }
 
+// The element count of the first output `b` writes in `call` (an argument,
+// or a result the ops layer allocated; 0 if none).
+int64_t output_numel(const Binding& b, const AtenCall& call) {
+  const size_t nargs = call.args.size();
+  for (const auto& c : b.conversions) {
+    const size_t i = static_cast<size_t>(c.aten_index);
+    if (!c.output) {
+      continue;
+    }
+    if (i < nargs && call.args[i].isTensor() &&
+        call.args[i].toTensor().defined()) {
+      return call.args[i].toTensor().numel();
+    }
+    if (i >= nargs && i - nargs < call.results_into.size()) {
+      return call.results_into[i - nargs].numel();
+    }
+  }
+  return 0;
+}
+
 }  // namespace
+
+size_t hand_written_index(const InfiniProvider& provider, const char* op,
+                          int aten_index, int64_t numel,
+                          bool aten_when_unmeasured) {
+  const int type = static_cast<int>(provider.device_type());
+  if (!has_implementation_index(operator_implementations(op), type,
+                                aten_index)) {
+    return 0;
+  }
+  const ImplementationKind faster =
+      preferences_for(provider.backend()).faster(op, numel);
+  const bool aten = faster == ImplementationKind::kUnknown
+      ? aten_when_unmeasured
+      : faster == ImplementationKind::kAtenBacked;
+  return aten ? static_cast<size_t>(aten_index) : 0;
+}
+
+ImplementationKind GenericServer::faster(const Binding& b,
+                                         const AtenCall& call) const {
+  return preferences_for(provider_.backend())
+      .faster(b.op, output_numel(b, call));
+}
 
 GenericServer::GenericServer(InfiniProvider& provider) : provider_(provider) {
   for (const Binding& b : generated_bindings()) {
@@ -650,6 +697,7 @@ std::string GenericServer::choose(const Binding& b, const AtenCall& given,
   std::string aten_limit;
   *implementation = choose_implementation(
       b.implementations, type, native_allowed && !bool_operands,
+      faster(b, call),
       [&] {
         native_limit = native_reason(b, call);
         return native_limit.empty();
@@ -728,10 +776,7 @@ void GenericServer::run(const Binding& b, int device, StreamHandle stream,
   const Launch launch{&provider_, device, stream, implementation, &args,
                       &b.conversions,
                       broadcast ? out.sizes() : c10::IntArrayRef()};
-  // An ATen-backed operator calls ATen's CPU kernel through the dispatcher,
-  // on this thread: the profiler has recorded the call it is the kernel of,
-  // and must not record it twice.
-  at::DisableRecordFunctionGuard one_call_in_profiles;
+  const OneCallInProfiles one_call_in_profiles;
   // A bool operand reaches ATen as uint8, for which `where` warns that a
   // uint8 condition is deprecated: the program gave a bool one, and CPU
   // PyTorch says nothing.

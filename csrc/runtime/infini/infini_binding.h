@@ -7,11 +7,13 @@
 // writes one make_binding<Op, Types...>(...) per bound overload; nothing of
 // it is committed). An operator InfiniOps gains later costs no code here.
 //
-// Per call the implementation is chosen (infini_binding.cpp): the native one
-// for the device where the build has it and the call is within its limits,
-// else the ATen-backed one (index 8, InfiniOps built WITH_TORCH=ON), never an
-// index the build lacks (InfiniOps aborts the process on one). Everything
-// InfiniOps would reject is checked before the call.
+// Per call the implementation is chosen (infini_binding.cpp): of the native
+// one for the device and the ATen-backed one (index 8, InfiniOps built
+// WITH_TORCH=ON), the one measured faster on the backend first
+// (implementation_choice.h), the other where the build lacks it or the call
+// is beyond its limits; never an index the build lacks (InfiniOps aborts the
+// process on one). Everything InfiniOps would reject is checked before the
+// call.
 
 #include <ATen/core/ivalue.h>
 
@@ -331,6 +333,10 @@ class GenericServer {
   // operator for the provider's backend.
   bool has_kernel(const Binding& b) const;
 
+  // Which kind of `b`'s operator was measured faster on the provider's
+  // backend for `call`'s size (runtime/implementation_preferences.h).
+  ImplementationKind faster(const Binding& b, const AtenCall& call) const;
+
   // Launches a call `choose` accepted, on `stream`.
   void run(const Binding& b, int device, StreamHandle stream,
            const AtenCall& call, int implementation);
@@ -343,6 +349,15 @@ class GenericServer {
   InfiniProvider& provider_;
   std::unordered_map<std::string, const Binding*> by_overload_;
 };
+
+// The implementation index a hand-written entry runs InfiniOps' `op` with
+// on `provider`'s backend for an output of `numel` elements: InfiniOps' own
+// hand-written ATen-backed one (`aten_index`: Add's 1, Gemm's 2) where the
+// build has it and it was measured faster there, or where nothing was
+// measured and `aten_when_unmeasured`; else the native one (0).
+size_t hand_written_index(const InfiniProvider& provider, const char* op,
+                          int aten_index, int64_t numel,
+                          bool aten_when_unmeasured);
 
 // "native" or "ATen-backed".
 std::string implementation_label(int index);

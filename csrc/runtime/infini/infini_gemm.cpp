@@ -23,6 +23,7 @@
 #include "runtime/infini/infini_binding.h"
 #include "runtime/infini/infini_common.h"
 #include "runtime/infini/operator_cache.h"
+#include "runtime/infini/profiler_guard.h"
 
 namespace torch_infini::runtime::infini {
 namespace {
@@ -382,8 +383,10 @@ class GemmServer {
     const iops::Tensor ta = view_of(a, dtype, where);
     const iops::Tensor tb = view_of(b, dtype, where);
     const iops::Tensor ty = view_of(out, dtype, where);
+    const size_t index = index_for(out);
     OperatorKey key;
     key.words.push_back(device);
+    key.words.push_back(static_cast<int64_t>(index));
     key.words.push_back(static_cast<int64_t>(out.dtype));
     append_layout(key, a);
     append_layout(key, b);
@@ -400,7 +403,7 @@ class GemmServer {
     thread_local OperatorCache<GemmOperator> cache;
     GemmOperator& op = cache.get(std::move(key), [&] {
       iops::Config config;
-      config.set_implementation_index(index_);
+      config.set_implementation_index(index);
 #ifdef TORCH_INFINI_OPS_GEMM_HAS_OPTIONAL_C
       return gemm_make(config, ta, tb, c, alpha, beta, 0, 0, ty);
 #else
@@ -409,9 +412,8 @@ class GemmServer {
     });
     op.set_stream(stream);
     const auto& run = static_cast<const iops::Gemm&>(op);
-    // The ATen-backed Gemm calls at::addmm_out on this thread: the profiler
-    // has recorded the call it is the kernel of (infini_binding.cpp).
-    at::DisableRecordFunctionGuard one_call_in_profiles;
+    // The ATen-backed Gemm calls at::addmm_out on this thread.
+    const OneCallInProfiles one_call_in_profiles;
 #ifdef TORCH_INFINI_OPS_GEMM_HAS_OPTIONAL_C
     run(ta, tb, c, alpha, beta, 0, 0, ty);
 #else
@@ -434,13 +436,16 @@ class GemmServer {
   }
 
   InfiniProvider& provider_;
-  // The implementation: InfiniOps' ATen-backed Gemm (index 2, hand-written
-  // in InfiniOps and built WITH_TORCH=ON: at::addmm_out, so bit-equal to
-  // CPU and BLAS-fast) where the build has it for the device, else the
-  // native one (index 0).
-  const size_t index_ = has_implementation_index(
-      operator_implementations("Gemm"),
-      static_cast<int>(provider_.device_type()), 2) ? 2 : 0;
+  // The implementation for an output `out`: InfiniOps' ATen-backed Gemm
+  // (index 2, hand-written in InfiniOps and built WITH_TORCH=ON:
+  // at::addmm_out, so bit-equal to CPU and BLAS-fast) where the build has
+  // it for the device and it was measured faster there, or nothing was
+  // measured (runtime/implementation_preferences.h); else the native one
+  // (index 0).
+  size_t index_for(const TensorArg& out) const {
+    return hand_written_index(provider_, "Gemm", 2, numel_of(out),
+                              /*aten_when_unmeasured=*/true);
+  }
   // InfiniOps' Gemm has no C input at this API (beta is always 0), so the
   // ATen-backed one cannot accumulate a bias either.
   const bool accumulates_ = false;
@@ -448,7 +453,8 @@ class GemmServer {
   // A float32 bias is added after the ATen-backed product (Add) rather than
   // fused by the native Linear: one more rounding, but BLAS speed.
   bool product_then_add(const GemmCall& gemm) const {
-    return index_ == 2 && gemm.out.dtype == c10::ScalarType::Float;
+    return index_for(gemm.out) == 2 &&
+        gemm.out.dtype == c10::ScalarType::Float;
   }
 };
 

@@ -208,6 +208,9 @@ void InfiniProvider::probe_capabilities() {
   // InfiniRT's CPU backend runs everything on the calling thread before
   // returning; accelerator backends queue work on their streams.
   caps_.async_execution = type_ != Type::kCpu;
+  // ... on the calling thread's cores: InfiniOps' CPU kernels open OpenMP
+  // regions (and its ATen-backed ones ATen's) on that thread's team.
+  caps_.host_kernels = type_ == Type::kCpu;
   // InfiniRT exposes no portable blocking-sync event flag.
   caps_.blocking_events = false;
   // InfiniRT's stream capture, where this build and backend have it

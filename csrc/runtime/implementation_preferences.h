@@ -1,0 +1,115 @@
+#pragma once
+
+// Which kind of a library's implementation of an operator is faster, per
+// backend, operator and size: native or ATen-backed (InfiniOps built
+// WITH_TORCH=ON has both for some operators; on InfiniRT's CPU backend its
+// native kernels ran 10-30x slower than its ATen-backed ones). Data, not a
+// guess: measured by benchmarks/implementations.py, kept in
+// torch_infini/data/implementation_speed.json and set by torch_infini at
+// import (torch_infini/_implementations.py). The Infini provider's choice
+// reads it (runtime/infini/implementation_choice.h).
+//
+// Pure C++ (no PyTorch, no InfiniOps): compiled in every build (the host
+// runtime ignores it) and, in tests, against a stub InfiniOps install.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace torch_infini::runtime {
+
+enum class ImplementationKind : uint8_t { kUnknown, kNative, kAtenBacked };
+
+// One measured answer: on `backend`, for `op`, calls whose output has fewer
+// than `below` elements (any size where `below` < 0) run faster on `faster`.
+// `op` "*" is the backend's answer for the operators without rows of their
+// own.
+struct PreferenceRow {
+  std::string backend;  // an InfiniRT backend name: "cpu", "nvidia", ...
+  std::string op;       // an InfiniOps operator: "Mul", "Gemm"; or "*"
+  int64_t below;
+  ImplementationKind faster;
+};
+
+// The rows of one backend, looked up per call.
+class BackendPreferences {
+ public:
+  BackendPreferences() = default;
+  BackendPreferences(const std::vector<PreferenceRow>& rows,
+                     const std::string& backend) {
+    for (const auto& row : rows) {
+      if (row.backend != backend) {
+        continue;
+      }
+      if (row.op == "*") {
+        fallback_ = row.faster;
+        continue;
+      }
+      int at = find(row.op);
+      if (at < 0) {
+        at = static_cast<int>(by_op_.size());
+        by_op_.push_back({row.op, {}});
+      }
+      by_op_[at].second.push_back({row.below, row.faster});
+    }
+    // Smallest size class first, "any size" last.
+    for (auto& entry : by_op_) {
+      auto& sizes = entry.second;
+      for (size_t i = 1; i < sizes.size(); ++i) {
+        for (size_t j = i; j > 0 && before(sizes[j], sizes[j - 1]); --j) {
+          std::swap(sizes[j], sizes[j - 1]);
+        }
+      }
+    }
+  }
+
+  // The faster kind for a call of `op` writing `numel` elements;
+  // kUnknown where nothing was measured for the backend.
+  ImplementationKind faster(const std::string& op, int64_t numel) const {
+    const int at = find(op);
+    if (at >= 0) {
+      for (const auto& size : by_op_[at].second) {
+        if (size.first < 0 || numel < size.first) {
+          return size.second;
+        }
+      }
+    }
+    return fallback_;
+  }
+
+ private:
+  using Sizes = std::vector<std::pair<int64_t, ImplementationKind>>;
+
+  static bool before(const std::pair<int64_t, ImplementationKind>& a,
+                     const std::pair<int64_t, ImplementationKind>& b) {
+    return a.first >= 0 && (b.first < 0 || a.first < b.first);
+  }
+
+  int find(const std::string& op) const {
+    for (size_t i = 0; i < by_op_.size(); ++i) {
+      if (by_op_[i].first == op) {
+        return static_cast<int>(i);
+      }
+    }
+    return -1;
+  }
+
+  // A few operators per backend: a linear scan beats hashing the name.
+  std::vector<std::pair<std::string, Sizes>> by_op_;
+  ImplementationKind fallback_ = ImplementationKind::kUnknown;
+};
+
+// Replaces the process's rows (torch_infini at import; the benchmark that
+// measures them, to force one kind).
+void set_implementation_preferences(std::vector<PreferenceRow> rows);
+
+// The process's rows, as set.
+std::vector<PreferenceRow> implementation_preferences();
+
+// The rows of `backend` as the calling thread last saw them: a thread-local
+// copy, refreshed when the rows change (one atomic load per call otherwise:
+// no lock on a kernel's path). Valid until the thread's next call.
+const BackendPreferences& preferences_for(const std::string& backend);
+
+}  // namespace torch_infini::runtime
