@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import subprocess
 import sys
@@ -79,6 +80,23 @@ def native_only():
     yield
     if was:
         torch_infini.fallback.enable()
+
+
+#: A test (setup, call and teardown) still running after this long is hung:
+#: every thread's Python stack is written to stderr and the process exits,
+#: so that a hang ends the run naming where it hung rather than running into
+#: CI's time limit. Above HANG_GUARD_S, so the tests' own bounded waits fail
+#: first with their messages.
+TEST_WATCHDOG_S = HANG_GUARD_S + 300
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    faulthandler.dump_traceback_later(TEST_WATCHDOG_S, exit=True, file=sys.__stderr__)
+    try:
+        return (yield)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(autouse=True)

@@ -122,3 +122,29 @@ def test_pending_operations_never_exceed_the_depth():
     assert held, "the worker's hold ended before the producer reached the depth"
     assert DEPTH - 10 <= queued_while_held <= DEPTH, queued_while_held
     assert torch.equal(x.cpu(), torch.full((4,), 3000.0))
+
+
+def test_a_wait_on_an_event_does_not_wait_for_space():
+    """PyTorch queues a stream's wait on an event (torch.Event.wait,
+    torch.Stream.wait_event) holding the GIL, and a thread running the
+    stream's tasks may need the GIL to finish one (releasing a tensor that has
+    a Python object): a wait that waited for space in a full queue could
+    deadlock with it. So the wait is queued at once, as cudaStreamWaitEvent
+    is, while the worker is still held."""
+    s, other = torch.infini.Stream(), torch.infini.Stream()
+    x = torch.zeros(4, device=DEV)
+    x.add_(1).sub_(1)
+    s.wait_stream(torch.infini.current_stream())
+    hold(s, 3000)
+    after_hold = torch.infini.Event()
+    after_hold.record(s)
+    with torch.infini.stream(s):
+        for _ in range(DEPTH - 2):  # with the hold and the record: a full queue
+            x.add_(1)
+    event = torch.infini.Event()
+    event.record(other)
+    s.wait_event(event)
+    returned_while_held = not after_hold.query()
+    s.synchronize()
+    assert returned_while_held, "the wait on the event waited for the held worker"
+    assert torch.equal(x.cpu(), torch.full((4,), float(DEPTH - 2)))

@@ -30,6 +30,7 @@
 #include "core/InfiniFunctions.h"
 #include "core/InfiniStream.h"
 #include "python/compile_bindings.h"
+#include "python/gil.h"
 #include "runtime/host/memory_protection.h"
 #include "runtime/runtime.h"
 
@@ -168,16 +169,23 @@ PyObject* launch_host_kernel(PyObject* /*self*/, PyObject* const* argv,
   }
   const c10::Stream stream = current_stream(device);
   auto& provider = runtime::provider();
-  if (host_tensors) {
-    // Run now, after the stream's work, as the CPU would run it: a CPU
-    // tensor may be written by the caller before a queued kernel read it.
-    provider.stream_synchronize(stream.device_index(), native_stream(stream));
-    const runtime::host::DeviceMemoryAccess kernel_run;  // on this thread
-    call();
-  } else {
-    provider.launch_host_func(stream.device_index(), native_stream(stream),
-                              std::move(call), kernel.name.c_str());
-  }
+  // Without the GIL: both may wait for the stream (a synchronize, a full
+  // queue), and a thread running its tasks may need the GIL to finish one
+  // (releasing a tensor that has a Python object, TensorImpl::
+  // decref_pyobject).
+  python::without_gil([&] {
+    if (host_tensors) {
+      // Run now, after the stream's work, as the CPU would run it: a CPU
+      // tensor may be written by the caller before a queued kernel read it.
+      provider.stream_synchronize(stream.device_index(),
+                                  native_stream(stream));
+      const runtime::host::DeviceMemoryAccess kernel_run;  // on this thread
+      call();
+    } else {
+      provider.launch_host_func(stream.device_index(), native_stream(stream),
+                                std::move(call), kernel.name.c_str());
+    }
+  });
   Py_RETURN_NONE;
   END_HANDLE_TH_ERRORS
 }

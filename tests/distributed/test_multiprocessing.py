@@ -21,6 +21,8 @@ import torch.multiprocessing as mp
 import torch_infini
 from torch_infini import multiprocessing as infini_mp
 
+from infini_testing import hold
+
 from . import ipc_worker
 
 #: Bounds every wait on a child (a spawned interpreter imports torch first).
@@ -76,6 +78,41 @@ def test_sending_waits_for_queued_work():
         t.add_(1)  # queued, not yet run
     received = ForkingPickler.loads(_dumps(t))
     assert torch.equal(received.cpu(), torch.full((1 << 16,), 20.0))
+
+
+@needs_sharing
+def test_releasing_shared_memory_does_not_wait_for_the_device():
+    """The last reference to shared device memory often goes away on a thread
+    that holds the GIL, which a thread running queued work may need: the
+    memory is unmapped once the streams have passed that point, and the
+    release returns at once, here while another stream is held."""
+    received = ForkingPickler.loads(_dumps(torch.arange(4.0, device="infini")))
+    torch.infini.synchronize()
+    s = torch.infini.Stream()
+    hold(s, 3000)
+    after_hold = torch.infini.Event()
+    after_hold.record(s)
+    del received  # the sender's tensor is gone already: the last reference
+    returned_while_held = not after_hold.query()
+    torch.infini.synchronize()
+    assert returned_while_held, "releasing shared memory waited for the held stream"
+
+
+@needs_sharing
+def test_shared_memory_released_by_a_queued_kernel_stays_valid_for_it():
+    """A queued kernel holding the last reference releases the memory on the
+    thread that runs it, after it ran: the values are right and nothing
+    waits for itself."""
+    s = torch.infini.Stream()
+    s.wait_stream(torch.infini.current_stream())
+    received = ForkingPickler.loads(_dumps(torch.arange(1 << 14, dtype=torch.float32, device="infini")))
+    torch.infini.synchronize()
+    hold(s, 200)
+    with torch.infini.stream(s):
+        doubled = received * 2  # queued behind the hold, reading the shared memory
+    del received
+    s.synchronize()
+    assert torch.equal(doubled.cpu(), torch.arange(1 << 14, dtype=torch.float32) * 2)
 
 
 @needs_sharing

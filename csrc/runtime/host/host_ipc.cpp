@@ -6,8 +6,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "runtime/host/host_provider.h"
+#include "runtime/host/host_stream.h"
 #include "runtime/host/memory_protection.h"
 
 namespace torch_infini::runtime::host {
@@ -62,10 +64,29 @@ SharedDeviceMemory open_shared(int fd, size_t bytes) {
 
 void release_shared(HostProvider& provider, int device,
                     const SharedDeviceMemory& memory) {
-  // Kernels queued before the last reference went away may still use it.
-  provider.wait_idle(device);
-  munmap(memory.ptr, mapped_length(memory.bytes));
-  close(memory.fd);
+  // Kernels queued before the last reference went away may still use the
+  // memory: it is unmapped once every stream of the device has run past
+  // this point, by whichever thread finishes the last of them. Never waited
+  // for here: the last reference often goes away on a Python thread that
+  // holds the GIL, which a thread running the queued work may need to
+  // finish a task (TensorImpl::decref_pyobject).
+  class Unmap {
+   public:
+    explicit Unmap(const SharedDeviceMemory& memory) : memory_(memory) {}
+    Unmap(const Unmap&) = delete;
+    Unmap& operator=(const Unmap&) = delete;
+    ~Unmap() {
+      munmap(memory_.ptr, mapped_length(memory_.bytes));
+      close(memory_.fd);
+    }
+
+   private:
+    const SharedDeviceMemory memory_;
+  };
+  auto unmap = std::make_shared<Unmap>(memory);
+  for (HostStream* s : provider.device_streams(device)) {
+    s->enqueue_release([unmap] {});
+  }
 }
 
 }  // namespace torch_infini::runtime::host

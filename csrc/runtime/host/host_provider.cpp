@@ -194,13 +194,6 @@ c10::SmallVector<HostStream*, 16> HostProvider::device_streams(int device) {
   return streams;
 }
 
-void HostProvider::wait_idle(int device) {
-  // Outside the lock: the workers may be long busy.
-  for (HostStream* s : device_streams(device)) {
-    s->wait_idle();
-  }
-}
-
 void HostProvider::device_synchronize(int device) {
   check_device_sync(device, "synchronize");
   const auto streams = device_streams(device);

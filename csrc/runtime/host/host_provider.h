@@ -45,9 +45,6 @@ class HostProvider final : public Provider {
   void stream_wait_event(int device, StreamHandle stream,
                          EventHandle event) override;
   void device_synchronize(int device) override;
-  // Waits until every stream of `device` has run the work queued so far,
-  // reporting no error (device_synchronize's wait without its report).
-  void wait_idle(int device);
   void launch_host_func(int device, StreamHandle stream,
                         std::function<void()> fn, const char* label) override;
 

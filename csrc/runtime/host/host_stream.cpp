@@ -219,6 +219,17 @@ uint64_t HostStream::enqueue(Task task, bool may_block) {
       wait_for(queued - kResumeDepth);
     }
   }
+  const uint64_t ticket = push(std::move(task));
+  if (may_block && launch_blocking() && !on_worker_thread) {
+    // TORCH_INFINI_LAUNCH_BLOCKING=1, as CUDA_LAUNCH_BLOCKING=1: the work is
+    // done, and its error raised, before the call returns.
+    wait_for(ticket);
+    raise_error(ticket);
+  }
+  return ticket;
+}
+
+uint64_t HostStream::push(Task task) {
   bool wake = false;
   uint64_t ticket = 0;
   const uint32_t denormals = denormal_mode();
@@ -240,13 +251,11 @@ uint64_t HostStream::enqueue(Task task, bool may_block) {
   if (wake) {
     work_cv_.notify_one();
   }
-  if (may_block && launch_blocking() && !on_worker_thread) {
-    // TORCH_INFINI_LAUNCH_BLOCKING=1, as CUDA_LAUNCH_BLOCKING=1: the work is
-    // done, and its error raised, before the call returns.
-    wait_for(ticket);
-    raise_error(ticket);
-  }
   return ticket;
+}
+
+void HostStream::enqueue_release(Task task) {
+  push(std::move(task));
 }
 
 bool HostStream::reached(uint64_t ticket) {
@@ -506,7 +515,15 @@ void HostEvent::block(HostStream& stream) {
   if (mark == nullptr || mark->stream == &stream) {
     return;  // never recorded, or already ordered by the queue itself
   }
-  stream.enqueue([mark] { mark->stream->wait_for(mark->ticket); });
+  // Never waits on a full queue: PyTorch's torch.Event.wait and
+  // torch.Stream.wait_event call this with the GIL held, and a thread
+  // running this stream's tasks may need the GIL to finish one (releasing a
+  // captured tensor that has a Python object takes it, TensorImpl::
+  // decref_pyobject): waiting here for that thread would deadlock. A wait
+  // is a small task; the calls that queue real work still apply the
+  // backpressure.
+  stream.enqueue([mark] { mark->stream->wait_for(mark->ticket); },
+                 /*may_block=*/false);
 }
 
 bool HostEvent::query() {

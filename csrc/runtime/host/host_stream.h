@@ -54,11 +54,18 @@ class HostStream {
   // (backpressure, as a CUDA launch blocks on a full queue), so a fast
   // producer cannot grow host memory without bound.
   // `may_block=false` never waits: event records, which the allocators queue
-  // under their locks, and anything queued from a worker thread (a worker
-  // waiting on another stream's full queue could close a cycle of waits).
+  // under their locks; waits on events, which PyTorch queues holding the GIL
+  // (see HostEvent::block); and anything queued from a worker thread (a
+  // worker waiting on another stream's full queue could close a cycle of
+  // waits).
   // Tasks run in submission order. Returns the task's ticket: the stream has
   // run it once completed() reaches it.
   uint64_t enqueue(Task task, bool may_block = true);
+  // Queues `task` behind the work queued so far, even while the stream is
+  // captured (it is the process's bookkeeping, not the program's work), and
+  // never waits: the host runtime releases memory shared between processes
+  // this way once the streams have passed it (runtime/host/host_ipc.cpp).
+  void enqueue_release(Task task);
   // Whether the task with `ticket` has run (and everything before it).
   bool reached(uint64_t ticket);
   // Blocks until the task with `ticket` has run; runs pending tasks itself
@@ -92,6 +99,9 @@ class HostStream {
 
  private:
   void run();
+  // Appends a task to the queue (no capture, no profiler, no backpressure);
+  // returns its ticket.
+  uint64_t push(Task task);
   // Pops the front task and runs it under this stream's execution ownership,
   // then records its completion. Called with `lock` held and a task pending
   // that nobody runs; returns with `lock` held.
