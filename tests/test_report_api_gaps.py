@@ -39,6 +39,8 @@ SMALL_PROFILE = {
         "no_such_symbol": {"status": "planned", "reason": "stale on purpose"},
         # A name of a later PyTorch than the running one: not stale here.
         "later_symbol": {"status": "planned", "reason": "comes with a later release", "since": "99.0"},
+        # A name an earlier PyTorch had and the running one dropped: not stale either.
+        "dropped_symbol": {"status": "excluded", "reason": "an earlier release had it", "until": "1.0"},
     },
 }
 
@@ -194,12 +196,13 @@ def _variant(**changes) -> str:
         (_variant(nvtx={"status": "excluded", "reason": "  "}), "excluded without a reason"),
         (_variant(nvtx={"status": "excluded", "reason": "x", "owner": "me"}), "unknown field"),
         (_variant(nvtx={"status": "excluded", "reason": "x", "since": "soon"}), "'since' must be a PyTorch release"),
+        (_variant(nvtx={"status": "excluded", "reason": "x", "until": "never"}), "'until' must be a PyTorch release"),
         (json.dumps({**SMALL_PROFILE, "schema_version": 2}), "schema_version"),
         (json.dumps({k: v for k, v in SMALL_PROFILE.items() if k != "symbols"}), "'symbols'"),
         (json.dumps({**SMALL_PROFILE, "reference": "torch.xpu"}), "reference"),
     ],
     ids=["bad-json", "not-object", "unknown-status", "required-empty-contracts", "required-no-contracts",
-         "planned-no-reason", "excluded-blank-reason", "unknown-field", "bad-since", "schema-version", "no-symbols",
+         "planned-no-reason", "excluded-blank-reason", "unknown-field", "bad-since", "bad-until", "schema-version", "no-symbols",
          "wrong-reference"],
 )
 def test_invalid_profile_exits_non_zero(tmp_path, text, needle):

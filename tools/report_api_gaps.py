@@ -43,8 +43,10 @@ TARGET = "torch.infini"
 STATUSES = ("required", "planned", "excluded")
 CLASSES = STATUSES + ("unclassified",)
 # "since": the PyTorch release whose torch.cuda first has the name, for names
-# that the oldest supported release lacks (such an entry is not stale there).
-ENTRY_FIELDS = {"status", "contracts", "reason", "since"}
+# that the oldest supported release lacks (such an entry is not stale there);
+# "until": the last release whose torch.cuda has it, for names later releases
+# dropped (not stale after it).
+ENTRY_FIELDS = {"status", "contracts", "reason", "since", "until"}
 TOP_LEVEL_REQUIRED = ("schema_version", "reference", "target", "symbols")
 
 EXIT_OK = 0
@@ -106,9 +108,10 @@ def validate_profile(data: Any) -> list[str]:
         if not isinstance(reason, str):
             problems.append(f"{where}: 'reason' must be a string")
             reason = ""
-        since = entry.get("since")
-        if since is not None and _release(since) is None:
-            problems.append(f"{where}: 'since' must be a PyTorch release such as \"2.12\", got {since!r}")
+        for field in ("since", "until"):
+            release = entry.get(field)
+            if release is not None and _release(release) is None:
+                problems.append(f"{where}: '{field}' must be a PyTorch release such as \"2.12\", got {release!r}")
         if status == "required" and not contracts:
             problems.append(f"{where}: required without contracts (name the tests that gate it)")
         if status in ("planned", "excluded") and not reason.strip():
@@ -122,6 +125,14 @@ def _release(version: Any) -> tuple[int, int] | None:
 
     match = re.match(r"^(\d+)\.(\d+)", version) if isinstance(version, str) else None
     return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _outside_its_releases(entry: dict, running) -> bool:
+    """Whether the running PyTorch is outside the releases whose torch.cuda
+    has the entry's name (its "since" and "until"): then its absence is
+    expected, not a stale entry."""
+    since, until = entry.get("since"), entry.get("until")
+    return bool((since and running < _release(since)) or (until and running > _release(until)))
 
 
 def load_profile(path: Path) -> dict:
@@ -430,8 +441,7 @@ def build_report(profile: dict, profile_path: Path, torch: Any, target: Any, acc
             }
         )
     running = _release(torch.__version__)
-    stale = sorted(n for n in set(entries) - set(ref_names)
-                   if not (entries[n].get("since") and running < _release(entries[n]["since"])))
+    stale = sorted(n for n in set(entries) - set(ref_names) if not _outside_its_releases(entries[n], running))
     required_gaps = []
     for row in classes["required"]:
         issues = []
