@@ -2,7 +2,8 @@
 
     python tp_worker.py RANK WORLD_SIZE STORE_FILE OUT_DIR BACKEND
 
-Rank r drives ``infini:r`` (TORCH_INFINI_HOST_DEVICES simulates the devices)
+Rank r drives ``infini:r`` (TORCH_INFINI_HOST_DEVICES simulates the devices;
+on the Infini stack's CPU backend every rank drives its process's ``infini:0``)
 in a 1-D device mesh ``init_device_mesh("infini", (WORLD_SIZE,))``, and runs
 each case of ``CASES``: the model and data come from the builders below, from
 fixed seeds, so the test computes the same on the CPU in one process (its
@@ -116,7 +117,9 @@ def main() -> None:
 
     import torch_infini  # noqa: F401
 
-    device = torch.device("infini", rank)
+    # One device per rank: the host runtime simulates WORLD_SIZE of them;
+    # InfiniRT's CPU backend has one, and each process its own memory on it.
+    device = torch.device("infini", rank % torch.infini.device_count())
     torch.infini.set_device(device)
     dist.init_process_group(backend, init_method=f"file://{store_file}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
