@@ -24,6 +24,7 @@ import torch
 
 from torch_infini import backend_support as support
 from torch_infini import infiniops_binding as rules
+from torch_infini._guard import major_minor
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -83,12 +84,21 @@ def test_generated_operators_agree_with_aten_and_the_binding_rules(pin):
     (batch norm's running statistics) are not bound."""
     schemas = {s.qualified: s for s in rules.aten_schemas_from_torch()}
     bindings = support.aten_bindings(pin)
-    operators = support.load_matrix(pin)["operators"]
+    matrix = support.load_matrix(pin)
+    operators = matrix["operators"]
+    generated_with = tuple(int(v) for v in major_minor(matrix["generated_with"]["torch"]).split("."))
+    running = tuple(int(v) for v in major_minor(torch.__version__).split("."))
     seen = bound = 0
     for name, row in operators.items():
         for overload in row["aten_out"]:
             seen += 1
-            assert overload in schemas, (name, overload)
+            if overload not in schemas:
+                # Removed by a PyTorch later than the one the matrix was
+                # generated with (aten::cholesky and aten::qr, with 2.14):
+                # the running release has nothing to bind it to.
+                assert running > generated_with, (name, overload)
+                assert name not in bindings.get(overload, ()), (name, overload)
+                continue
             base = overload.split("::")[1].split(".")[0]
             public = ("internal_" if base.startswith("_") else "") + base.lstrip("_")
             assert public.removesuffix("_") == name, (name, overload)

@@ -77,6 +77,12 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   AT_FORALL_PROMOTE(INFINI_PROMOTE)
 #undef INFINI_PROMOTE
 
+#if TORCH_INFINI_TORCH_AT_LEAST(2, 14)
+  // CUDA registers this one outside the lists above (PyTorch 2.14), in
+  // float32: a float16 input gives a float32 result under CUDA's autocast.
+  KERNEL_PRIVATEUSEONE(linalg_matrix_sqrth, fp32)
+#endif
+
   m.impl("aten::binary_cross_entropy",
          TORCH_FN(binary_cross_entropy_refused));
 }

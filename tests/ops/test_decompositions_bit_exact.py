@@ -165,9 +165,10 @@ def test_embedding_bag_with_per_sample_weights():
 @pytest.mark.parametrize("mode", ["sum", "sum_weighted", "mean", "max"])
 def test_embedding_bag_gradients_are_cpus(mode, padding_idx, scale_grad_by_freq):
     """The weight's gradient: each index's bag gradient added into its row in
-    CPU's order (indices sorted), scaled as CPU scales it (the frequency
-    divisor CPU takes from the run's position among the sorted indices
-    included); a maximum's into the row that held it. Bit for bit where no
+    CPU's order (indices sorted), scaled as the running release's CPU scales
+    it (up to 2.13 the frequency divisor comes from the run's position among
+    the sorted indices, from 2.14 from the index's own count); a maximum's
+    into the row that held it. Bit for bit where no
     scale is applied; where one is, CPU's axpy fuses it (within tolerance).
     The per-sample weights' gradient: each bag gradient dotted with its row."""
     torch.manual_seed(0)

@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from .._guard import major_minor
+
 _NEGATIVE_SEGMENT = ("Expected segment_length >= 0 to be true, but got false.  (Could this error message be improved?"
                      "  If so, please report an enhancement request to PyTorch.)")
 
@@ -165,6 +167,12 @@ def _in_order_rounding_each_step(data: torch.Tensor, reduce: str, lengths: torch
 
 _SUM, _MEAN, _MAX = 0, 1, 2
 
+# Up to PyTorch 2.13, CPU's embedding_bag backward divides the g-th run of
+# equal indices by the count of the g-th sorted index (not of the run's own
+# index) under scale_grad_by_freq; from 2.14 it divides each index by its own
+# count. The decomposition computes what the running release's CPU does.
+_SCALES_BY_RUN_POSITION = tuple(int(v) for v in major_minor(torch.__version__).split(".")) < (2, 14)
+
 
 def _bag_of_each(n: int, offsets: torch.Tensor) -> torch.Tensor:
     """The bag of each of ``n`` indices, as CPU's ``make_offset2bag``
@@ -253,13 +261,14 @@ def embedding_bag_dense_backward(grad: torch.Tensor, indices: torch.Tensor, offs
     if scale_grad_by_freq:
         counts = torch.zeros(num_weights, dtype=torch.float64, device=grad.device).index_add(
             0, rows, torch.ones_like(scale))
-        # CPU's kernel divides the g-th run of equal indices by the count of
-        # the g-th sorted index (not of the run's own index), so this does.
-        new_run = torch.ones_like(rows, dtype=torch.bool)
-        if rows.numel() > 1:
-            new_run[1:] = rows[1:] != rows[:-1]
-        run = new_run.to(torch.int64).cumsum(0) - 1
-        scale = scale / counts.index_select(0, rows.index_select(0, run))
+        if _SCALES_BY_RUN_POSITION:  # see its definition
+            new_run = torch.ones_like(rows, dtype=torch.bool)
+            if rows.numel() > 1:
+                new_run[1:] = rows[1:] != rows[:-1]
+            run = new_run.to(torch.int64).cumsum(0) - 1
+            scale = scale / counts.index_select(0, rows.index_select(0, run))
+        else:
+            scale = scale / counts.index_select(0, rows)
     if mode == _MEAN:
         size = bag_size.index_select(0, bags).to(torch.float64)
         scale = torch.where(size != 0, scale / size, scale)
