@@ -310,6 +310,17 @@ def make_cpp_wrapper_codegen() -> type:
             finally:
                 self.device = "infini"
 
+        def generate_end(self, result: Any) -> None:
+            # PyTorch 2.11 and 2.12 write the JIT module's end here (there is
+            # no _generate_end_jit yet): built as the CPU's the same way.
+            if V.graph.aot_mode or hasattr(CppWrapperCpu, "_generate_end_jit"):
+                return super().generate_end(result)
+            self.device = "cpu"
+            try:
+                super().generate_end(result)
+            finally:
+                self.device = "infini"
+
         def run_wrapper_ir_passes(self, is_inference: bool) -> None:
             super().run_wrapper_ir_passes(is_inference)
             self.lines = _compile._order_host_kernels(self.lines, _cpp_wrapper_order())
