@@ -45,8 +45,9 @@ raises, naming the alternatives. See docs/compile.md, "AOTInductor".
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -300,26 +301,28 @@ def make_cpp_wrapper_codegen() -> type:
                         f"folds them onto infini at load; this one escaped that)")
             super().codegen_model_constructor()
 
-        def _generate_end_jit(self, result: Any) -> None:
+        @contextlib.contextmanager
+        def _built_as_cpu(self) -> Iterator[None]:
             # torch.compile(..., options={"cpp_wrapper": True}): the module
             # is built as the CPU's (its build options and precompiled
             # header, which Inductor would look for as cpp_wrapper/infini.h).
             self.device = "cpu"
             try:
-                super()._generate_end_jit(result)
+                yield
             finally:
                 self.device = "infini"
 
+        def _generate_end_jit(self, result: Any) -> None:
+            with self._built_as_cpu():
+                super()._generate_end_jit(result)
+
         def generate_end(self, result: Any) -> None:
             # PyTorch 2.11 and 2.12 write the JIT module's end here (there is
-            # no _generate_end_jit yet): built as the CPU's the same way.
+            # no _generate_end_jit yet).
             if V.graph.aot_mode or hasattr(CppWrapperCpu, "_generate_end_jit"):
                 return super().generate_end(result)
-            self.device = "cpu"
-            try:
+            with self._built_as_cpu():
                 super().generate_end(result)
-            finally:
-                self.device = "infini"
 
         def run_wrapper_ir_passes(self, is_inference: bool) -> None:
             super().run_wrapper_ir_passes(is_inference)
