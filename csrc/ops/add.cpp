@@ -18,7 +18,6 @@
 #include "core/InfiniFunctions.h"
 #include "ops/aten/aten_kernel.h"
 #include "ops/common.h"
-#include "ops/fallback/fallback.h"
 #include "ops/scalar_cache.h"
 
 namespace torch_infini::ops {
@@ -40,28 +39,44 @@ at::Tensor to_device_operand(const at::Tensor& t, const at::Tensor& peer) {
   return device_scalar(t.item(), peer.scalar_type(), peer.device());
 }
 
-// Whether CPU would compute in a dtype other than the operands' own: two
-// dtypes, or a floating-point scalar with an integer tensor. Such calls go
-// to the op-family kernel, which promotes as CPU does.
+// A dtype's category in PyTorch's type promotion: a 0-dim operand (a Python
+// number, torch.tensor(2.)) changes the result's dtype only where its
+// category is higher than the other operand's.
+int promotion_category(c10::ScalarType dtype) {
+  if (dtype == c10::ScalarType::Bool) {
+    return 0;
+  }
+  if (c10::isIntegralType(dtype, /*includeBool=*/false)) {
+    return 1;
+  }
+  return c10::isComplexType(dtype) ? 3 : 2;
+}
+
+// Whether the call is not one for add's own kernels, which take operands of
+// one numeric dtype (runtime::numeric_dtypes) and compute in it: CPU would
+// compute in another dtype (two dtypes; a 0-dim operand of a higher
+// category, such as a float or complex scalar with an integer or float
+// tensor, or an integer with a bool tensor), or the dtype is complex, bool,
+// or one CPU's add has no kernel for (uint16, float8...). Such calls go to
+// the op-family kernel, which promotes as CPU does, and whose provider
+// raises CPU's own error for a dtype CPU lacks, or refuses the call naming
+// the dtype.
 bool needs_promotion(const at::Tensor& self, const at::Tensor& other) {
-  // Adds outside the numeric dtypes (complex, bool, and dtypes CPU's add has
-  // no kernel for: uint16, float8...) have no kernel of add's own: the first
-  // call of the family kernel runs CPU's, which raises its own error for the
-  // dtypes it lacks at the call, as CPU does.
+  static const auto numeric = runtime::numeric_dtypes(/*with_bool=*/false);
   const auto generic = [](const at::Tensor& t) {
-    static const auto numeric = runtime::numeric_dtypes(/*with_bool=*/false);
     return std::find(numeric.begin(), numeric.end(), t.scalar_type()) ==
         numeric.end();
   };
-  if ((generic(self) || generic(other)) &&
-      runtime::kernels().runs_cpu_kernels()) {
+  const bool self_scalar = is_cpu_scalar(self);
+  const bool other_scalar = is_cpu_scalar(other);
+  if ((!self_scalar && generic(self)) || (!other_scalar && generic(other))) {
     return true;
   }
-  if (is_cpu_scalar(self) != is_cpu_scalar(other)) {
+  if (self_scalar != other_scalar) {
     const at::Tensor& scalar = is_cpu_scalar(self) ? self : other;
     const at::Tensor& tensor = is_cpu_scalar(self) ? other : self;
-    return c10::isFloatingType(scalar.scalar_type()) &&
-        c10::isIntegralType(tensor.scalar_type(), true);
+    return promotion_category(scalar.scalar_type()) >
+        promotion_category(tensor.scalar_type());
   }
   return self.scalar_type() != other.scalar_type();
 }
@@ -135,19 +150,20 @@ at::Tensor& add_into(const at::Tensor& self_in, const at::Tensor& other_in,
     // The provider's add cannot run this call. Its other kernels may, as
     // aten::add.out into the output chosen above (the Infini stack's
     // ATen-backed Add, where the native one would round otherwise than
-    // ATen); else the opt-in CPU fallback may; otherwise say why not.
+    // ATen; the host runtime's CPU add for the dtypes its add kernel does
+    // not take); else the opt-in CPU fallback may; otherwise say why not.
     static const c10::OperatorHandle add_out_op =
         c10::Dispatcher::singleton().findSchemaOrThrow("aten::add", "out");
     torch::jit::Stack stack{self, other, alpha, out};
     const runtime::AtenCall call{add_out_op, stack};
-    if (kernels.maps("aten::add.out") &&
+    if (kernels.has_kernel(add_out_op) &&
         !kernels.aten_unsupported(call).refused()) {
       run_family_kernel(add_out_op, &stack);
       return out;
     }
-    if (!try_cpu_fallback(add_out_op, &stack)) {
+    serve_unserved(add_out_op, &stack, {false, [&](const std::string&) {
       check_supported(kAddOp, unsupported);
-    }
+    }});
     return out;
   }
   kernels.add(out.device().index(),

@@ -21,6 +21,8 @@
 
 namespace torch_infini::runtime {
 
+class GenericCall;
+
 // One tensor as a kernel sees it: device memory plus layout, by value so a
 // queued kernel can outlive the at::Tensor it came from (the allocator keeps
 // the memory alive until the stream's work on it is done).
@@ -183,9 +185,10 @@ class OpKernels {
   virtual std::string fill_unsupported(const FillArgs& args) const = 0;
   virtual void fill(int device, StreamHandle stream, const FillArgs& args) = 0;
 
-  // Generic ATen calls (ops/aten/aten_kernel.cpp). A provider that does not run
-  // CPU kernels serves the families of runtime/aten_ops.h it maps onto its
-  // library, and refuses the rest with a reason.
+  // Generic ATen calls (ops/aten/aten_kernel.cpp, then serve below). A
+  // provider that does not run CPU kernels serves the families of
+  // runtime/aten_ops.h it maps onto its library, and refuses the rest with
+  // a reason.
   virtual AtenRefusal aten_unsupported(const AtenCall& call) const = 0;
   // Whether the provider maps `overload` ("aten::abs.out") onto its library
   // beyond the families of runtime/aten_ops.h (the Infini provider's
@@ -194,19 +197,25 @@ class OpKernels {
   virtual bool maps(const std::string& overload) const { return false; }
   virtual void aten(int device, StreamHandle stream, AtenCall call) = 0;
 
-  // Whether the provider runs ATen's CPU kernels over device memory (the
-  // host runtime): it then runs every ATen operator that has a CPU kernel,
-  // and can run a call directly (aten_now).
-  virtual bool runs_cpu_kernels() const { return false; }
-  // Runs `op` on the calling thread, now, over `stack`: its device tensors
-  // become CPU tensors over the same memory (tensors sharing memory still
-  // share it), and the stack then holds the returns, tensors on the CPU.
-  // The caller has synchronized the stream. Only where runs_cpu_kernels().
-  virtual void aten_now(const c10::OperatorHandle& op,
-                        torch::jit::Stack& stack) {
-    TORCH_CHECK(false, op.operator_name(),
-                ": this provider cannot run CPU kernels over device memory");
+  // Whether the provider has a kernel of its own for `op`, whatever a
+  // call's dtypes and layouts (which aten_unsupported judges per call): the
+  // host runtime for every operator with a CPU kernel, the Infini stack for
+  // what it maps onto InfiniOps. A path that only one operator's kernel
+  // takes (CPU's flash attention, oneDNN's LSTM, CPU's fused RNN cells) is
+  // chosen where the provider has that kernel.
+  virtual bool has_kernel(const c10::OperatorHandle& op) const {
+    return maps(c10::toString(op.operator_name()));
   }
+  // Whether the provider runs operators on sparse COO tensors (as CPU's
+  // kernels on copies of their tensors, ops/sparse/sparse_coo.h: exact only
+  // where the provider's kernels are CPU's). InfiniOps has no sparse
+  // kernels.
+  virtual bool has_sparse_kernels() const { return false; }
+
+  // Runs one generic-kernel call, the provider's way (runtime/generic_call.h):
+  // by default as a provider that maps operators onto its library does,
+  // laid out by a meta run and queued where it maps the call.
+  virtual void serve(GenericCall& call);
 };
 
 // The selected provider's kernels.

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "runtime/env.h"
+#include "runtime/generic_call.h"
 #include "runtime/host/host_provider.h"
 #include "runtime/kernels.h"
 #include "runtime/selection.h"
@@ -141,6 +142,10 @@ Provider& provider() {
               "infini with multiprocessing, you must use the 'spawn' start "
               "method");
   return *selection().provider;
+}
+
+void OpKernels::serve(GenericCall& call) {
+  call.queue_declared();
 }
 
 OpKernels& kernels() {

@@ -188,4 +188,14 @@ bool reads_only_empty_tensors(const Plan& plan,
   return any && all_empty;
 }
 
+void raise_cpu_error_if_reading_only_empty(const Plan& plan,
+                                           const c10::OperatorHandle& op,
+                                           c10::ArrayRef<c10::IValue> args) {
+  if (reads_only_empty_tensors(plan, args)) {
+    if (const std::exception_ptr error = cpu_error(op, args)) {
+      std::rethrow_exception(error);
+    }
+  }
+}
+
 }  // namespace torch_infini::ops

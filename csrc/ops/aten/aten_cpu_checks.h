@@ -25,7 +25,7 @@ std::exception_ptr cpu_error(const c10::OperatorHandle& op,
                              bool keep_aliases = false);
 
 // The layouts CPU gives the call's outputs, as a direct run learns them
-// (ops/aten/aten_direct.h): the call run on CPU copies of its arguments'
+// (runtime/host/host_direct.h): the call run on CPU copies of its arguments'
 // storages, values and aliasing kept (each read through the runtime, after
 // the work queued on it), generators replaced by fresh CPU ones, so that
 // nothing on the device or in a generator changes. With `values` the
@@ -59,5 +59,11 @@ void check_full_aliasing(const Plan& plan, const c10::OperatorHandle& op,
 // out= twin return -inf).
 bool reads_only_empty_tensors(const Plan& plan,
                               c10::ArrayRef<c10::IValue> args);
+
+// Raises CPU's error for a call that reads only empty tensors, where CPU
+// refuses it.
+void raise_cpu_error_if_reading_only_empty(const Plan& plan,
+                                           const c10::OperatorHandle& op,
+                                           c10::ArrayRef<c10::IValue> args);
 
 }  // namespace torch_infini::ops

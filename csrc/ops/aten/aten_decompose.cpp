@@ -174,11 +174,7 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
       std::rethrow_exception(error);
     }
   }
-  if (reads_only_empty_tensors(plan, args)) {
-    if (const std::exception_ptr error = cpu_error(op, args)) {
-      std::rethrow_exception(error);
-    }
-  }
+  raise_cpu_error_if_reading_only_empty(plan, op, args);
   const runtime::DispatchState state = runtime::DispatchState::current();
   std::string key = RefusedDecompositions::key(op, args, state);
   const std::optional<RefusedDecompositions::Refusal> known =

@@ -7,21 +7,20 @@
 // gives; then the provider queues an out= or in-place overload writing into
 // them on the current stream.
 //
-// Where the output metadata comes from depends on the provider:
-//   - on one that runs CPU kernels over device memory (the host runtime),
-//     from CPU itself: the first call of each kind (overload, argument
-//     metadata and values) runs directly, on the calling thread after the
-//     stream (ops/aten/aten_direct.h), raising CPU's own errors at the call;
-//     later calls of that kind are queued with its outputs' metadata;
-//   - elsewhere (the Infini stack, which maps the families of
-//     runtime/aten_ops.h onto InfiniOps), from a run on meta tensors
-//     (ops/aten/aten_meta.h); what it does not map is refused, or runs through
-//     the opt-in CPU fallback.
+// How the provider runs the call is its own strategy (OpKernels::serve,
+// runtime/generic_call.h), which takes the steps defined here: the Infini
+// stack's lays every call out by a meta run (ops/aten/aten_meta.h) and
+// queues what it maps onto InfiniOps (PlannedCall::queue_declared); the host
+// runtime's runs the first call of each kind directly and queues later ones
+// (runtime/host/host_direct.h). What a provider cannot serve leaves through
+// one exit (serve_unserved): decomposition, the opt-in CPU fallback, or a
+// refusal.
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/FunctionRef.h>
@@ -36,13 +35,12 @@
 #include <utility>
 
 #include "core/InfiniFunctions.h"
+#include "core/InfiniGenerator.h"
 #include "core/InfiniGraph.h"
 #include "core/InfiniStream.h"
 #include "ops/aten/aten_cpu_checks.h"
 #include "ops/aten/aten_decompose.h"
-#include "ops/aten/aten_direct.h"
 #include "ops/aten/aten_kernel.h"
-#include "ops/aten/aten_layouts.h"
 #include "ops/aten/aten_meta.h"
 #include "ops/aten/aten_plan.h"
 #include "ops/aten/aten_registry.h"
@@ -50,11 +48,14 @@
 #include "ops/common.h"
 #include "ops/fallback/fallback.h"
 #include "ops/op_coverage.h"
+#include "ops/random/host_random.h"
+#include "ops/sparse/sparse_coo.h"
 #include "ops/sync_debug.h"
 #include "runtime/aten_ops.h"
 #include "runtime/aten_route.h"
 #include "runtime/complex_pairs.h"
 #include "runtime/current_operator.h"
+#include "runtime/generic_call.h"
 #include "runtime/ivalue_tensors.h"
 
 namespace torch_infini::ops {
@@ -165,10 +166,9 @@ Plan make_plan(const c10::OperatorHandle& op) {
     plan.pointwise = pointwise_operator(op);
   }
   auto& kernels = runtime::kernels();
-  plan.mapped = !kernels.runs_cpu_kernels() &&
-      (kernels.maps(plan.name) ||
-       (plan.out_twin &&
-        kernels.maps(c10::toString(plan.out_twin->operator_name()))));
+  plan.mapped = kernels.maps(plan.name) ||
+      (plan.out_twin &&
+       kernels.maps(c10::toString(plan.out_twin->operator_name())));
   plan.returns_only_written = !plan.written.empty();
   for (size_t i = 0; i < schema.returns().size(); ++i) {
     plan.returns_only_written =
@@ -327,18 +327,7 @@ c10::IValue snapshot_cpu_scalars(const c10::IValue& value) {
   return value;
 }
 
-// What the provider cannot serve goes one way, from one place (design.md,
-// "one exit"): PyTorch's decomposition where one may serve the call, else
-// the opt-in CPU fallback where it may run it, else NotImplementedError.
-// Callers say whether a decomposition may serve (not where a kernel the
-// library has refuses the call for a limit: bfloat16 addmm as mm + add would
-// round twice) and word the refusal, given what the decomposition lacked
-// (empty where none was tried or it called nothing unserved).
-struct Unserved {
-  bool decomposable;
-  c10::function_ref<void(const std::string& decomposition_refusal)> refuse;
-};
-
+// The one exit (aten_kernel.h), with the call's plan.
 void serve_unserved(const Plan& plan, const c10::OperatorHandle& op,
                     torch::jit::Stack* stack, const Unserved& unserved) {
   std::string refusal;
@@ -397,10 +386,11 @@ c10::IValue allocate_result(const ResultLayout& r,
 }
 
 // Queues the call on `target`'s stream with outputs laid out as `layouts`
-// says, leaving its returns on the stack.
+// says, leaving its returns on the stack. CPU's overlap errors are checked
+// first, unless `overlaps_checked`.
 void queue_call(const Plan& plan, const c10::OperatorHandle& op,
                 const CallTarget& target, const Layouts& layouts,
-                torch::jit::Stack* stack) {
+                torch::jit::Stack* stack, bool overlaps_checked) {
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const auto args = torch::jit::last(*stack, nargs);
@@ -425,7 +415,7 @@ void queue_call(const Plan& plan, const c10::OperatorHandle& op,
     match_layout(out, layout.sizes, layout.strides);
     outputs.push_back(out);
   }
-  if (!plan.written.empty() && !kernels.runs_cpu_kernels()) {
+  if (!plan.written.empty() && !overlaps_checked) {
     check_overlaps(plan, args);
   }
   // New results: allocated here, written by the out= twin or copied from
@@ -482,6 +472,14 @@ void queue_call(const Plan& plan, const c10::OperatorHandle& op,
   }
 }
 
+// How a call laid out by a meta run is queued (GenericCall's
+// queue_laid_out_by_meta says what each means).
+struct MetaQueueing {
+  bool kernels_see_aliases = false;
+  bool raise_without_meta = false;
+  bool overlaps_checked = false;
+};
+
 // Queues the call with its outputs laid out by a meta run (the Infini
 // stack's calls, and the host runtime's first calls during a capture). A
 // call the meta run refuses raises CPU's own error for it; so does one
@@ -492,8 +490,8 @@ void queue_call_laid_out_by_meta(const Plan& plan,
                                  const c10::OperatorHandle& op,
                                  const CallTarget& target,
                                  c10::ArrayRef<c10::IValue> args,
-                                 torch::jit::Stack* stack) {
-  const bool runs_cpu_kernels = target.kernels.runs_cpu_kernels();
+                                 torch::jit::Stack* stack,
+                                 const MetaQueueing& how) {
   std::shared_ptr<const Layouts> layouts;
   try {
     layouts = output_layouts(plan, op, args);
@@ -502,7 +500,7 @@ void queue_call_laid_out_by_meta(const Plan& plan,
     if (const std::exception_ptr error = cpu_error(op, args)) {
       std::rethrow_exception(error);
     }
-    if (runs_cpu_kernels) {
+    if (how.raise_without_meta) {
       std::rethrow_exception(meta_error);
     }
     // CPU accepts the call, its meta function does not (PyTorch has none
@@ -519,137 +517,69 @@ void queue_call_laid_out_by_meta(const Plan& plan,
     }});
     return;
   }
-  if (reads_only_empty_tensors(plan, args)) {
-    if (const std::exception_ptr error = cpu_error(op, args)) {
-      std::rethrow_exception(error);
-    }
-  }
-  check_full_aliasing(plan, op, args, runs_cpu_kernels);
-  queue_call(plan, op, target, *layouts, stack);
+  raise_cpu_error_if_reading_only_empty(plan, op, args);
+  check_full_aliasing(plan, op, args, how.kernels_see_aliases);
+  queue_call(plan, op, target, *layouts, stack, how.overlaps_checked);
 }
 
-// The layouts, before the call, of its written arguments that are also
-// inputs (`same`), with their indexes in Plan::written.
-std::vector<std::pair<size_t, Layout>> same_written_layouts(
-    const Plan& plan, c10::ArrayRef<c10::IValue> args, SameArguments same) {
-  std::vector<std::pair<size_t, Layout>> layouts;
-  for (size_t k = 0; same != 0 && k < plan.written.size() && k < 4; ++k) {
-    if ((same >> (16 * k)) & 0xffff) {
-      const at::Tensor& t = args[plan.written[k]].toTensor();
-      Layout layout;
-      layout.sizes = t.sizes().vec();
-      layout.strides = t.strides().vec();
-      layouts.emplace_back(k, std::move(layout));
-    }
-  }
-  return layouts;
-}
+// The call as this layer hands it to the provider's strategy
+// (runtime/generic_call.h): the steps above, bound to one call.
+class PlannedCall final : public runtime::GenericCall {
+ public:
+  PlannedCall(const Plan& plan, const c10::OperatorHandle& op,
+              const CallTarget& target, torch::jit::Stack* stack)
+      : plan_(plan), op_(op), target_(target), stack_(stack) {}
 
-// Whether the call left those written inputs as they were laid out. One
-// that resizes an input it writes (add.out(x, y, out=x) broadcasting x)
-// is never queued: the queued path resizes its outputs before the kernel
-// runs, so the kernel would read the input resized.
-bool keeps_layouts(const std::vector<std::pair<size_t, Layout>>& before,
-                   const Layouts& learned) {
-  return std::all_of(before.begin(), before.end(), [&](const auto& entry) {
-    const Layout& after = learned[entry.first].tensors.front();
-    return after.sizes == entry.second.sizes &&
-        after.strides == entry.second.strides;
-  });
-}
+  const Plan& plan() const override { return plan_; }
+  const c10::OperatorHandle& op() const override { return op_; }
+  const CallTarget& target() const override { return target_; }
+  torch::jit::Stack& stack() override { return *stack_; }
 
-void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
-                 torch::jit::Stack* stack) {
-  const Plan& plan = plan_of(op);
-  const runtime::OperatorScope named(plan.name.c_str());  // for fault reports
-  const auto& schema = op.schema();
-  const auto args = torch::jit::last(*stack, schema.arguments().size());
-  const c10::Device device = call_device(plan, schema, args);
-  c10::DeviceGuard guard(device);
-  // The device is valid (the guard made it current); its current stream and
-  // the provider's kernels are resolved here, once: every step below takes
-  // them from `target`.
-  const c10::Stream stream = current_stream_of_valid_device(device.index());
-  auto& kernels = runtime::kernels();
-  const CallTarget target{device, stream, native_stream(stream), kernels};
-  if (!plan.index_lists.empty() || !plan.cpu_indices.empty()) {
-    move_cpu_indices(plan, device, stack, schema.arguments().size());
+  void queue_declared() override;
+  void queue_laid_out_by_meta(bool kernels_see_aliases,
+                              bool raise_without_meta) override {
+    queue_call_laid_out_by_meta(
+        plan_, op_, target_, args(), stack_,
+        MetaQueueing{kernels_see_aliases, raise_without_meta,
+                     /*overlaps_checked=*/true});
   }
-  if (backend_policy::divert(op, stack)) {
-    return;  // TORCH_INFINI_ENFORCE_BACKEND: not served on that backend
+  void queue(const Layouts& layouts) override {
+    queue_call(plan_, op_, target_, layouts, stack_, /*overlaps_checked=*/true);
   }
 
-  if (kernels.runs_cpu_kernels()) {
-    // Graph capture records queued work: nothing may run directly then.
-    const bool capturing = capture_underway() && is_stream_capturing(stream);
-    if (capturing && plan.sync_reason.empty() && !indexes_by_mask(args)) {
-      // Queued as the Infini stack's calls are: CPU's overlap errors checked
-      // here (outside a capture the direct run raises them), the metadata
-      // of a first call from a meta run.
-      check_overlaps(plan, args);
-      queue_call_laid_out_by_meta(plan, op, target, args, stack);
-      return;
-    }
-    SameArguments same = 0;
-    if (plan.sync_reason.empty() && !needs_direct_run(plan, args, &same)) {
-      LayoutsKey key;
-      if (const auto layouts = find_layouts(plan, args, same, &key, [&] {
-            return cpu_layouts(plan, op, args);
-          })) {
-        // Learned from a meta run where it was first met in a capture: CPU's
-        // checks its meta function skips, where they cost nothing.
-        if (reads_only_empty_tensors(plan, args)) {
-          if (const std::exception_ptr error = cpu_error(op, args)) {
-            std::rethrow_exception(error);
-          }
-        }
-        queue_call(plan, op, target, *layouts, stack);
-        return;
-      }
-      const auto before = same_written_layouts(plan, args, same);
-      if (plan.checks_on_device) {
-        // Its values are checked where it runs, for every call: the layouts
-        // (and CPU's other errors) from CPU on zero-filled copies, then
-        // queued like a later call.
-        auto layouts = std::make_shared<const Layouts>(
-            cpu_layouts(plan, op, args, /*values=*/false));
-        if (keeps_layouts(before, *layouts)) {
-          remember_layouts(std::move(key), layouts);
-          queue_call(plan, op, target, *layouts, stack);
-          return;
-        }
-      }
-      // The first call of its kind: CPU's errors and metadata, then cached.
-      auto learned = run_direct(plan, op, target, stack);
-      const auto results = torch::jit::last(*stack, schema.returns().size());
-      const bool sparse = std::any_of(
-          results.begin(), results.end(), [](const c10::IValue& v) {
-            return v.isTensor() && v.toTensor().defined() &&
-                v.toTensor().is_sparse();
-          });
-      if (!keeps_layouts(before, *learned) || sparse) {
-        // Resizes an input it writes, or returns a sparse tensor (which has
-        // no layout to queue into): always run directly.
-        key.key.clear();
-      }
-      remember_layouts(std::move(key), std::move(learned));
-      return;
-    }
-    if (capturing) {
-      check_capturable(plan.name.c_str(), stream,
-                       plan.sync_reason.empty()
-                           ? "it indexes by a boolean mask, so its result's "
-                             "shape depends on the data"
-                           : plan.sync_reason);
-    }
-    if (plan.synchronizes_on_cuda ||
-        (plan.sync_reason.empty() && indexes_by_mask(args))) {
-      check_sync(plan.name.c_str());
-    }
-    run_direct(plan, op, target, stack);
-    return;
+  void check_overlaps() override { ops::check_overlaps(plan_, args()); }
+  Layouts cpu_layouts(bool values) override {
+    return ops::cpu_layouts(plan_, op_, args(), values);
+  }
+  void check_if_reading_only_empty() override {
+    raise_cpu_error_if_reading_only_empty(plan_, op_, args());
   }
 
+  bool capturing() const override {
+    return capture_underway() && is_stream_capturing(target_.stream);
+  }
+  void check_capturable(const std::string& reason) override {
+    torch_infini::check_capturable(plan_.name.c_str(), target_.stream, reason);
+  }
+  void check_sync() override { ops::check_sync(plan_.name.c_str()); }
+
+  void bind_cpu_generators(
+      torch::jit::Stack& cpu,
+      std::vector<std::unique_lock<std::mutex>>& locks) override;
+  at::Tensor to_device(const at::Tensor& cpu_result) override;
+
+ private:
+  const Plan& plan_;
+  const c10::OperatorHandle& op_;
+  const CallTarget& target_;
+  torch::jit::Stack* stack_;
+};
+
+void PlannedCall::queue_declared() {
+  const auto args = this->args();
+  const Plan& plan = plan_;
+  const c10::OperatorHandle& op = op_;
+  torch::jit::Stack* stack = stack_;
   if ((plan.family == nullptr && !plan.mapped) || !plan.sync_reason.empty()) {
     // Not an operator the provider maps onto its library: as if it had no
     // kernel.
@@ -687,7 +617,71 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
     }});
     return;
   }
-  queue_call_laid_out_by_meta(plan, op, target, args, stack);
+  queue_call_laid_out_by_meta(plan, op, target_, args, stack, MetaQueueing{});
+}
+
+// Generators: the infini generator's CPU state (none given: the device's
+// default generator).
+void PlannedCall::bind_cpu_generators(
+    torch::jit::Stack& cpu, std::vector<std::unique_lock<std::mutex>>& locks) {
+  const auto& arguments = op_.schema().arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (!runtime::is_generator_argument(arguments[i])) {
+      continue;
+    }
+    std::optional<at::Generator> given;
+    if (cpu[i].isGenerator()) {
+      given = cpu[i].toGenerator();
+    }
+    InfiniGeneratorImpl* impl = host_random::generator_for(
+        plan_.name.c_str(), given, target_.device.index());
+    locks.emplace_back(impl->mutex_);
+    cpu[i] = impl->host_generator();
+  }
+}
+
+// A CPU result as a new infini tensor of the same layout.
+at::Tensor PlannedCall::to_device(const at::Tensor& t) {
+  if (!t.defined()) {
+    return t;
+  }
+  if (t.is_sparse()) {  // a sparse gradient (embedding_bag's)
+    return sparse_to_device(t, target_.device);
+  }
+  at::Tensor source = t.resolve_conj().resolve_neg();
+  const bool dense = source.is_non_overlapping_and_dense();
+  at::Tensor out = dense
+      ? at::empty_strided(source.sizes(), source.strides(),
+                          source.options().device(target_.device))
+      : at::empty(source.sizes(), source.options().device(target_.device));
+  if (out.numel() > 0) {
+    out.copy_(source);
+  }
+  return out;
+}
+
+void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
+                 torch::jit::Stack* stack) {
+  const Plan& plan = plan_of(op);
+  const runtime::OperatorScope named(plan.name.c_str());  // for fault reports
+  const auto& schema = op.schema();
+  const auto args = torch::jit::last(*stack, schema.arguments().size());
+  const c10::Device device = call_device(plan, schema, args);
+  c10::DeviceGuard guard(device);
+  // The device is valid (the guard made it current); its current stream and
+  // the provider's kernels are resolved here, once: every step below takes
+  // them from `target`.
+  const c10::Stream stream = current_stream_of_valid_device(device.index());
+  auto& kernels = runtime::kernels();
+  const CallTarget target{device, stream, native_stream(stream), kernels};
+  if (!plan.index_lists.empty() || !plan.cpu_indices.empty()) {
+    move_cpu_indices(plan, device, stack, schema.arguments().size());
+  }
+  if (backend_policy::divert(op, stack)) {
+    return;  // TORCH_INFINI_ENFORCE_BACKEND: not served on that backend
+  }
+  PlannedCall call(plan, op, target, stack);
+  kernels.serve(call);
 }
 
 }  // namespace
@@ -699,6 +693,11 @@ void run_family_kernel(const c10::OperatorHandle& op,
 
 torch::CppFunction generic_aten_kernel() {
   return torch::CppFunction::makeFromBoxedFunction<&aten_kernel>();
+}
+
+void serve_unserved(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                    const Unserved& unserved) {
+  serve_unserved(plan_of(op), op, stack, unserved);
 }
 
 bool decompose_as_kernel(const c10::OperatorHandle& op,

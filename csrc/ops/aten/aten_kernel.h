@@ -6,6 +6,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <c10/util/FunctionRef.h>
 #include <torch/library.h>
 
 #include <string>
@@ -16,6 +17,21 @@ namespace torch_infini::ops {
 // `stack` as the family kernel does: CPU's checks, type promotion and output
 // layout, then the provider.
 void run_family_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// What the provider cannot serve goes one way, from one place (design.md,
+// "one exit"): PyTorch's decomposition where one may serve the call, else
+// the opt-in CPU fallback where it may run it, else NotImplementedError.
+// Callers say whether a decomposition may serve (not where a kernel the
+// library has refuses the call for a limit: bfloat16 addmm as mm + add would
+// round twice) and word the refusal, given what the decomposition lacked
+// (empty where none was tried or it called nothing unserved); `refuse` must
+// raise.
+struct Unserved {
+  bool decomposable;
+  c10::function_ref<void(const std::string& decomposition_refusal)> refuse;
+};
+void serve_unserved(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                    const Unserved& unserved);
 
 // Runs `op`'s decomposition as the generic kernel does for an overload its
 // provider does not serve (decompose, aten_decompose.h, with the overload's

@@ -10,7 +10,7 @@
 #include <unordered_map>
 
 #include "core/InfiniFunctions.h"
-#include "ops/aten/aten_layouts.h"
+#include "runtime/layout_cache.h"
 #include "ops/aten/aten_meta_fixes.h"
 
 namespace torch_infini::ops {
@@ -196,14 +196,14 @@ Layouts run_on_meta(const Plan& plan, const c10::OperatorHandle& op,
 std::shared_ptr<const Layouts> output_layouts(const Plan& plan,
                                               const c10::OperatorHandle& op,
                                               c10::ArrayRef<c10::IValue> args) {
-  LayoutsKey key;
-  if (auto cached = find_layouts(plan, args, 0, &key, [&] {
+  runtime::LayoutsKey key;
+  if (auto cached = runtime::find_layouts(plan, args, 0, &key, [&] {
         return run_on_meta(plan, op, args);
       })) {
     return cached;
   }
   auto layouts = std::make_shared<const Layouts>(run_on_meta(plan, op, args));
-  remember_layouts(std::move(key), layouts);
+  runtime::remember_layouts(std::move(key), layouts);
   return layouts;
 }
 

@@ -3,7 +3,7 @@
 // The output metadata of a generic-kernel call from a run on meta tensors
 // (CPU's shape checks and shapes), for providers that cannot run CPU kernels
 // over device memory (the Infini stack). Cached like every call's layouts
-// (ops/aten/aten_layouts.h).
+// (runtime/layout_cache.h).
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>

@@ -8,8 +8,8 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "ops/aten/aten_kernel.h"
 #include "ops/decomposition_scope.h"
-#include "ops/fallback/fallback.h"
 #include "ops/op_coverage.h"
 
 namespace torch_infini::ops::backend_policy {
@@ -88,24 +88,25 @@ bool divert(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (policy->served.count(name) != 0) {
     return false;
   }
-  // Random operators would draw from the CPU generator there: the fallback
-  // never runs them (as on the stack).
-  if (!is_random_operator(op.schema()) && try_cpu_fallback(op, stack)) {
-    return true;
-  }
-  if (!decomposing()) {  // a decomposition's try is not a call the program made
-    coverage::record(op.operator_name(), coverage::Kind::kUnsupported, 0,
-                     coverage::operands_of(torch::jit::last(
-                         *stack, op.schema().arguments().size())));
-  }
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      false, name, " is not served natively by InfiniOps ", policy->pin,
-      " on backend '", policy->backend, "' (TORCH_INFINI_ENFORCE_BACKEND=",
-      policy->setting, "). On that backend it would be refused, or run on ",
-      "the CPU through the opt-in fallback (TORCH_INFINI_CPU_FALLBACK=1). ",
-      "`python -m torch_infini coverage --backend ", policy->backend,
-      " -- script.py` lists every such call of a program.");
-  return false;  // not reached
+  // The one exit, without a decomposition (the backend would have to serve
+  // its parts natively, which this policy does not ask): the opt-in CPU
+  // fallback (never a random operator, which would draw from the CPU
+  // generator there, as on the stack), else a refusal.
+  serve_unserved(op, stack, {false, [&](const std::string&) {
+    if (!decomposing()) {  // a decomposition's try is not a call the program made
+      coverage::record(op.operator_name(), coverage::Kind::kUnsupported, 0,
+                       coverage::operands_of(torch::jit::last(
+                           *stack, op.schema().arguments().size())));
+    }
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        false, name, " is not served natively by InfiniOps ", policy->pin,
+        " on backend '", policy->backend, "' (TORCH_INFINI_ENFORCE_BACKEND=",
+        policy->setting, "). On that backend it would be refused, or run on ",
+        "the CPU through the opt-in fallback (TORCH_INFINI_CPU_FALLBACK=1). ",
+        "`python -m torch_infini coverage --backend ", policy->backend,
+        " -- script.py` lists every such call of a program.");
+  }});
+  return true;
 }
 
 }  // namespace torch_infini::ops::backend_policy

@@ -43,17 +43,21 @@ void convolution_backward(const c10::OperatorHandle&,
   run_family_kernel(op, stack);
 }
 
-// scaled_dot_product_attention's backend. Where kernels are CPU's, the one
-// CPU would choose (its fused flash attention, under the same constraints
-// and torch.backends flags): one kernel forward and one backward, where the
-// math backend is a dozen, and the results CPU gives. Elsewhere the math
-// backend, whose matmuls and softmax the Infini stack maps.
+// scaled_dot_product_attention's backend. Where the provider has CPU's
+// fused flash attention kernel (the host runtime), the one CPU would choose
+// (under the same constraints and torch.backends flags): one kernel forward
+// and one backward, where the math backend is a dozen, and the results CPU
+// gives. Elsewhere the math backend, whose matmuls and softmax the Infini
+// stack maps.
 int64_t sdp_choice(const at::Tensor& query, const at::Tensor& key,
                    const at::Tensor& value,
                    const std::optional<at::Tensor>& attn_mask,
                    double dropout_p, bool is_causal,
                    std::optional<double> scale, bool enable_gqa) {
-  if (!runtime::kernels().runs_cpu_kernels()) {
+  static const bool flash_served = runtime::kernels().has_kernel(
+      c10::Dispatcher::singleton().findSchemaOrThrow(
+          "aten::_scaled_dot_product_flash_attention_for_cpu", ""));
+  if (!flash_served) {
     return static_cast<int64_t>(sdp::SDPBackend::math);
   }
   return at::native::_fused_sdp_choice_cpp(query, key, value, attn_mask,

@@ -1,5 +1,5 @@
-// nn.RNN, nn.GRU and nn.LSTM (and their cells) on the host runtime, computed
-// as CPU computes them.
+// nn.RNN, nn.GRU and nn.LSTM (and their cells) on infini, computed as CPU
+// computes them.
 //
 // PyTorch's RNN functions are CompositeImplicitAutograd and branch on the
 // input's device: for a CUDA, XPU or PrivateUse1 input an LSTM or GRU cell
@@ -9,12 +9,15 @@
 // hidden state's linear and applies the gates in place. The two round
 // differently (bias added in the matmul or after, one matmul over the
 // sequence or one per step): in bfloat16 GRU and LSTM modules differed from
-// CPU by up to 0.047, and in float32 they were not bit-identical. Where the
-// device's kernels are CPU's (the host runtime), these kernels of infini's
-// autograd key take the composites' place and run CPU's algorithm with
-// ATen operators, which record their own backward; every operator is CPU's
-// kernel, so results are CPU's bit for bit. Elsewhere (the Infini stack), and
-// for packed sequences, PyTorch's own functions run.
+// CPU by up to 0.047, and in float32 they were not bit-identical. So these
+// kernels of infini's autograd key take the composites' place, on every
+// provider, and run CPU's algorithm with ATen operators, which record their
+// own backward: where the operators compute CPU's results (the host
+// runtime, ATen-backed InfiniOps), so does the module, bit for bit, and
+// elsewhere it rounds as CPU's algorithm does. It costs no more than the
+// device algorithm, whose fused cells are compositions of the same
+// operators here (rnn_cells.cpp). Packed sequences take PyTorch's own
+// functions.
 //
 // lstm.input is rnn_cells.cpp's (oneDNN's LSTM where CPU's rule takes it);
 // its other cases come here (lstm_as_cpu_steps).
@@ -22,20 +25,12 @@
 #include "ops/nn/rnn_as_cpu.h"
 
 #include <ATen/ATen.h>
-#include <ATen/ops/gru_cell_native.h>
-#include <ATen/ops/gru_native.h>
-#include <ATen/ops/lstm_cell_native.h>
-#include <ATen/ops/rnn_relu_cell_native.h>
-#include <ATen/ops/rnn_relu_native.h>
-#include <ATen/ops/rnn_tanh_cell_native.h>
-#include <ATen/ops/rnn_tanh_native.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <tuple>
 #include <vector>
 
-#include "runtime/kernels.h"
 
 namespace torch_infini::ops {
 namespace {
@@ -211,23 +206,12 @@ std::tuple<at::Tensor, at::Tensor> one_hidden_as_cpu(
   return {std::move(output), at::stack(hy, 0)};
 }
 
-bool on_cpu_kernels() { return runtime::kernels().runs_cpu_kernels(); }
-
-using OneHiddenRnn = std::tuple<at::Tensor, at::Tensor> (*)(
-    const at::Tensor&, const at::Tensor&, at::TensorList, bool, int64_t,
-    double, bool, bool, bool);
-
-// gru.input, rnn_tanh.input, rnn_relu.input: CPU's algorithm on the host
-// runtime, PyTorch's own function (`native`) elsewhere.
-template <Kind kind, OneHiddenRnn native>
+// gru.input, rnn_tanh.input, rnn_relu.input: CPU's algorithm.
+template <Kind kind>
 std::tuple<at::Tensor, at::Tensor> one_hidden_rnn(
     const at::Tensor& input, const at::Tensor& hx, at::TensorList params,
     bool has_biases, int64_t num_layers, double dropout, bool train,
     bool bidirectional, bool batch_first) {
-  if (!on_cpu_kernels()) {
-    return native(input, hx, params, has_biases, num_layers, dropout, train,
-                  bidirectional, batch_first);
-  }
   return one_hidden_as_cpu(kind, input, hx, params, has_biases, num_layers,
                            dropout, train, bidirectional, batch_first);
 }
@@ -261,21 +245,12 @@ Params cell_params(const at::Tensor& w_ih, const at::Tensor& w_hh,
           {}};
 }
 
-using OneHiddenCell = at::Tensor (*)(const at::Tensor&, const at::Tensor&,
-                                     const at::Tensor&, const at::Tensor&,
-                                     const std::optional<at::Tensor>&,
-                                     const std::optional<at::Tensor>&);
-
-// gru_cell, rnn_tanh_cell, rnn_relu_cell (`gates` gates each): CPU's cell
-// on the host runtime, PyTorch's own function (`native`) elsewhere.
-template <Kind kind, int64_t gates, OneHiddenCell native>
+// gru_cell, rnn_tanh_cell, rnn_relu_cell (`gates` gates each): CPU's cell.
+template <Kind kind, int64_t gates>
 at::Tensor one_hidden_cell(const at::Tensor& input, const at::Tensor& hx,
                            const at::Tensor& w_ih, const at::Tensor& w_hh,
                            const std::optional<at::Tensor>& b_ih,
                            const std::optional<at::Tensor>& b_hh) {
-  if (!on_cpu_kernels()) {
-    return native(input, hx, w_ih, w_hh, b_ih, b_hh);
-  }
   check_cell(input, {hx}, w_ih, w_hh, gates);
   const Params p = cell_params(w_ih, w_hh, b_ih, b_hh);
   return cell(kind, p.linear_ih(input), {hx, {}}, p).h;
@@ -285,9 +260,6 @@ std::tuple<at::Tensor, at::Tensor> lstm_cell_as_cpu(
     const at::Tensor& input, at::TensorList hx, const at::Tensor& w_ih,
     const at::Tensor& w_hh, const std::optional<at::Tensor>& b_ih,
     const std::optional<at::Tensor>& b_hh) {
-  if (!on_cpu_kernels()) {
-    return at::native::lstm_cell(input, hx, w_ih, w_hh, b_ih, b_hh);
-  }
   TORCH_CHECK(hx.size() == 2, "lstm_cell expects two hidden states");
   check_cell(input, hx, w_ih, w_hh, 4);
   const Params p = cell_params(w_ih, w_hh, b_ih, b_hh);
@@ -340,20 +312,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_as_cpu_steps(
 // key take their place for infini tensors, and the operators they call
 // record their own backward.
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
-  m.impl("gru.input",
-         TORCH_FN((one_hidden_rnn<Kind::kGru, &at::native::gru>)));
-  m.impl("rnn_tanh.input",
-         TORCH_FN((one_hidden_rnn<Kind::kTanh, &at::native::rnn_tanh>)));
-  m.impl("rnn_relu.input",
-         TORCH_FN((one_hidden_rnn<Kind::kRelu, &at::native::rnn_relu>)));
-  m.impl("gru_cell",
-         TORCH_FN((one_hidden_cell<Kind::kGru, 3, &at::native::gru_cell>)));
-  m.impl("rnn_tanh_cell",
-         TORCH_FN((one_hidden_cell<Kind::kTanh, 1,
-                                   &at::native::rnn_tanh_cell>)));
-  m.impl("rnn_relu_cell",
-         TORCH_FN((one_hidden_cell<Kind::kRelu, 1,
-                                   &at::native::rnn_relu_cell>)));
+  m.impl("gru.input", TORCH_FN(one_hidden_rnn<Kind::kGru>));
+  m.impl("rnn_tanh.input", TORCH_FN(one_hidden_rnn<Kind::kTanh>));
+  m.impl("rnn_relu.input", TORCH_FN(one_hidden_rnn<Kind::kRelu>));
+  m.impl("gru_cell", TORCH_FN((one_hidden_cell<Kind::kGru, 3>)));
+  m.impl("rnn_tanh_cell", TORCH_FN((one_hidden_cell<Kind::kTanh, 1>)));
+  m.impl("rnn_relu_cell", TORCH_FN((one_hidden_cell<Kind::kRelu, 1>)));
   m.impl("lstm_cell", TORCH_FN(lstm_cell_as_cpu));
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 
-// nn.RNN, nn.GRU and nn.LSTM on the host runtime as CPU computes them (see
+// nn.RNN, nn.GRU and nn.LSTM on infini as CPU computes them (see
 // rnn_as_cpu.cpp).
 
 #include <ATen/core/Tensor.h>

@@ -2,8 +2,8 @@
 // (as for CUDA and XPU), which only CUDA implements: _thnn_fused_lstm_cell,
 // _thnn_fused_gru_cell and their backward kernels. Composed here from ATen
 // operators, with CUDA's workspace layouts, so nn.LSTM / nn.GRU / LSTMCell /
-// GRUCell run forward and backward. And, on the host runtime, nn.LSTM's
-// whole sequence as CPU runs it (see lstm_as_cpu below).
+// GRUCell run forward and backward. And nn.LSTM's whole sequence as CPU runs
+// it (see lstm_as_cpu below).
 //
 // Where the composition runs:
 //   - on the Infini stack, as infini operators, one queued call each;
@@ -116,7 +116,8 @@ fused_gru_cell_backward(const at::Tensor& grad_hy,
 }
 
 // The cell `composition` as infini runs it: one call of infini_host::<name>
-// on the host runtime, the composition of infini operators elsewhere.
+// where the provider has a kernel for it (its CPU kernel: the host
+// runtime), the composition of infini operators elsewhere.
 template <auto composition, typename Sig>
 struct OnDevice;
 
@@ -124,12 +125,13 @@ template <auto composition, typename Result, typename... Args>
 struct OnDevice<composition, Result(Args...)> {
   static const char* name;
   static Result call(Args... args) {
-    if (!runtime::kernels().runs_cpu_kernels()) {
-      return composition(args...);
-    }
     static const auto op = c10::Dispatcher::singleton()
                                .findSchemaOrThrow(name, "")
                                .template typed<Result(Args...)>();
+    static const bool one_kernel = runtime::kernels().has_kernel(op);
+    if (!one_kernel) {
+      return composition(args...);
+    }
     return op.call(args...);
   }
 };
@@ -180,7 +182,12 @@ bool onednn_device_supports(c10::ScalarType dtype) {
 // policy casts its oneDNN LSTM instead).
 bool lstm_runs_onednn(const at::Tensor& input, at::TensorList hx) {
   const c10::ScalarType dtype = input.scalar_type();
-  return runtime::kernels().runs_cpu_kernels() && onednn_lstm() != nullptr &&
+  static const bool onednn_served =
+      onednn_lstm() != nullptr &&
+      runtime::kernels().has_kernel(
+          c10::Dispatcher::singleton().findSchemaOrThrow(
+              "aten::mkldnn_rnn_layer", ""));
+  return onednn_served &&
       !at::autocast::is_autocast_enabled(c10::DeviceType::PrivateUse1) &&
       at::globalContext().hasMKLDNN() &&
       at::globalContext().userEnabledMkldnn() &&
@@ -191,28 +198,24 @@ bool lstm_runs_onednn(const at::Tensor& input, at::TensorList hx) {
       !hx[0].unsafeGetTensorImpl()->has_symbolic_sizes_strides();
 }
 
-// nn.LSTM on the host runtime, as CPU runs it. CPU's lstm runs oneDNN's
+// nn.LSTM on infini, as CPU runs it. CPU's lstm runs oneDNN's
 // LSTM where its rule allows (lstm_runs_onednn; no symbolic sizes): one
 // mkldnn_rnn_layer call per layer and direction, and
 // one backward. For a PrivateUse1 tensor PyTorch takes the per-step path
 // instead: a cell and two matmuls per time step, forward and backward, each
 // a queued call (nn.LSTM trained 1.6-1.8x slower than on the CPU). So where
-// CPU would take oneDNN's path, infini takes it too: the same stub, whose
-// operators (mkldnn_rnn_layer, its backward, the views and stacks) the
-// generic kernel queues; the results are CPU's. Elsewhere on the host
-// runtime, CPU's per-step LSTM (rnn_as_cpu.h); on the Infini stack,
-// PyTorch's own lstm.
+// CPU would take oneDNN's path, infini takes it too where the provider has
+// its kernel (the host runtime): the same stub, whose operators
+// (mkldnn_rnn_layer, its backward, the views and stacks) the generic kernel
+// queues; the results are CPU's. Elsewhere, CPU's per-step LSTM
+// (rnn_as_cpu.h).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_as_cpu(
     const at::Tensor& input, at::TensorList hx, at::TensorList params,
     bool has_biases, int64_t num_layers, double dropout, bool train,
     bool bidirectional, bool batch_first) {
   if (!lstm_runs_onednn(input, hx)) {
-    if (runtime::kernels().runs_cpu_kernels()) {
-      return lstm_as_cpu_steps(input, hx, params, has_biases, num_layers,
-                               dropout, train, bidirectional, batch_first);
-    }
-    return at::native::lstm(input, hx, params, has_biases, num_layers,
-                            dropout, train, bidirectional, batch_first);
+    return lstm_as_cpu_steps(input, hx, params, has_biases, num_layers,
+                             dropout, train, bidirectional, batch_first);
   }
   at::Tensor output, hy, cy;
   onednn_lstm()(output, hy, cy, input, hx, params, has_biases, num_layers,

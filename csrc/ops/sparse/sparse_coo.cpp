@@ -100,7 +100,7 @@ bool writes(const c10::Argument& arg) {
 void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   TORCH_CHECK_NOT_IMPLEMENTED(
-      runtime::kernels().runs_cpu_kernels(), schema.operator_name(),
+      runtime::kernels().has_sparse_kernels(), schema.operator_name(),
       " on infini (", provider_label(), "): sparse tensors are served by the "
       "host runtime only (TORCH_INFINI_PROVIDER=host), InfiniOps has no "
       "sparse kernels; use dense tensors (.to_dense()), or run the sparse "

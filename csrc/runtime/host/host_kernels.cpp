@@ -12,6 +12,7 @@
 
 #include "runtime/device_trace.h"
 #include "runtime/host/host_aliases.h"
+#include "runtime/host/host_direct.h"
 #include "runtime/host/host_provider.h"
 #include "runtime/host/memory_protection.h"
 #include "runtime/kernels.h"
@@ -284,7 +285,7 @@ class HostKernels final : public OpKernels {
   explicit HostKernels(HostProvider& provider) : provider_(provider) {
     support_.push_back(OpSupport{
         "aten::add.Tensor",
-        host_dtypes(),
+        numeric_dtypes(/*with_bool=*/false),
         /*alpha=*/true,
         /*broadcast=*/true,
         /*strided=*/true,
@@ -317,21 +318,9 @@ class HostKernels final : public OpKernels {
     return {};  // ATen's CPU kernels run every call the ops layer accepts
   }
 
-  bool runs_cpu_kernels() const override { return true; }
-
-  void aten_now(const c10::OperatorHandle& op,
-                torch::jit::Stack& stack) override {
-    DeviceMemoryAccess direct_run;  // a kernel, run on the calling thread
-    Aliases aliases;
-    for (c10::IValue& value : stack) {
-      value = aliases.convert(value);
-    }
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    // The profiler has recorded this call once, as the infini operator it
-    // is: the CPU kernel run for it here is not a second call.
-    at::DisableRecordFunctionGuard not_recorded;
-    op.callBoxed(stack);
-  }
+  // The first call of each kind directly, later ones queued
+  // (runtime/host/host_direct.h).
+  void serve(GenericCall& call) override { serve_directly_first(call); }
 
   void aten(int device, StreamHandle stream, AtenCall call) override {
     // The aliases are made where the call runs (see host_aliases.h). The
@@ -363,9 +352,28 @@ class HostKernels final : public OpKernels {
         });
   }
 
-  std::string add_unsupported(const AddArgs& /*args*/) const override {
-    return {};  // ATen's CPU add runs every dtype
+  std::string add_unsupported(const AddArgs& args) const override {
+    // Adds outside the numeric dtypes (complex, bool, and dtypes CPU's add
+    // has no kernel for: uint16, float8...) run as aten::add.out through
+    // the generic kernel, whose first call runs CPU's add directly and so
+    // raises CPU's own error, at the call, for a dtype it lacks.
+    static const auto numeric = numeric_dtypes(/*with_bool=*/false);
+    for (const TensorArg* t : {&args.self, &args.other, &args.out}) {
+      if (std::find(numeric.begin(), numeric.end(), t->dtype) ==
+          numeric.end()) {
+        return "its add kernel takes numeric dtypes only (" +
+            std::string(c10::toString(t->dtype)) +
+            " runs as aten::add.out, through the generic kernel)";
+      }
+    }
+    return {};
   }
+
+  bool has_kernel(const c10::OperatorHandle& op) const override {
+    return op.hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+        op.hasKernelForDispatchKey(c10::DispatchKey::SparseCPU);
+  }
+  bool has_sparse_kernels() const override { return true; }
 
   std::string copy_unsupported(const CopyArgs& /*args*/) const override {
     return {};

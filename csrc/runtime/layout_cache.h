@@ -2,10 +2,12 @@
 
 // The outputs' metadata of generic-kernel calls, cached per thread by the
 // call's overload, argument metadata and values (the floating-point values
-// of a call writing only its inputs by class: see aten_layouts.cpp), and
+// of a call writing only its inputs by class: see layout_cache.cpp), and
 // the global and thread-local state its kernels read
 // (runtime/dispatch_state.h): a call like one seen before, under the same
-// state, gets its outputs' metadata without running anything.
+// state, gets its outputs' metadata without running anything. Filled by
+// the meta run (ops/aten/aten_meta.h) and by the host runtime's first,
+// direct runs (runtime/host/host_direct.h).
 
 #include <ATen/core/ivalue.h>
 #include <c10/util/FunctionRef.h>
@@ -14,10 +16,10 @@
 #include <memory>
 #include <string>
 
-#include "ops/aten/aten_plan.h"
+#include "runtime/aten_plan.h"
 #include "runtime/dispatch_state.h"
 
-namespace torch_infini::ops {
+namespace torch_infini::runtime {
 
 // Which written tensor arguments of a call are the very tensor of another
 // argument (x.mul_(2) runs as mul.out(x, 2, out=x)): bit 16 * k + i says
@@ -37,7 +39,7 @@ using RecomputeLayouts = c10::function_ref<Layouts()>;
 // them when a hit differs. An empty `key`: the call cannot be keyed.
 struct LayoutsKey {
   std::string key;
-  runtime::DispatchState state;
+  DispatchState state;
   std::string unkeyed;
 };
 
@@ -60,4 +62,4 @@ void remember_layouts(LayoutsKey key, std::shared_ptr<const Layouts> layouts);
 // or empty where they agree.
 std::string layouts_difference(const Layouts& cached, const Layouts& fresh);
 
-}  // namespace torch_infini::ops
+}  // namespace torch_infini::runtime

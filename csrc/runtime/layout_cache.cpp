@@ -1,4 +1,4 @@
-#include "ops/aten/aten_layouts.h"
+#include "runtime/layout_cache.h"
 
 #include <ATen/core/Formatting.h>
 
@@ -11,7 +11,7 @@
 
 #include "runtime/cache_verification.h"
 
-namespace torch_infini::ops {
+namespace torch_infini::runtime {
 namespace {
 
 void bytes(std::string& key, const void* p, size_t n) {
@@ -343,4 +343,4 @@ void remember_layouts(LayoutsKey key, std::shared_ptr<const Layouts> layouts) {
       Entry{std::move(layouts), key.state, std::move(key.unkeyed)});
 }
 
-}  // namespace torch_infini::ops
+}  // namespace torch_infini::runtime

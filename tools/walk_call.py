@@ -1,0 +1,177 @@
+#!/usr/bin/env python
+"""The walk of one call through our C++: which of our functions it enters, in
+which files, in order (issue 45's measure of how far a newcomer has to read).
+
+    python tools/walk_call.py [--case mul|refused] [--json PATH] [--list]
+
+Needs a debug build (``TORCH_INFINI_DEBUG=1``: ``-O0 -g``, so that no
+function of ours is inlined away) of the checkout it runs from. It runs
+the case under gdb: the call is made a few times first (so the measured one
+is a steady-state call: its plan and layouts are cached), then once more
+between two sentinel system calls, with a breakpoint on every function in
+namespace ``torch_infini`` whose source is under ``csrc/``. Each hit is
+one entry into one of our functions.
+
+The figures:
+
+* **stops**: entries into our functions, consecutive entries of the same
+  function counted once (a loop over a call's tensors calling one lambda
+  is one stop);
+* **files**: the source files those functions are in (headers included:
+  an inline helper is read where it is written);
+* **returns**: stops whose file was visited before, and left (the reader
+  goes back to a file already read).
+
+The cases (both on the provider the environment selects):
+
+* ``mul``: ``torch.mul`` of two 1Ki float32 tensors, a generic-kernel call
+  (mul has no kernel of its own);
+* ``refused``: ``torch.sin`` of a complex64 tensor on the Infini stack
+  (``TORCH_INFINI_PROVIDER=infini``: InfiniRT has no complex DataType, so
+  the provider refuses it, and the one exit raises), caught.
+
+``mul`` runs on the host runtime (``TORCH_INFINI_PROVIDER=host``), ``refused``
+on the Infini stack: a debug build against a stack serves both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROGRAMS = {
+    "mul": """
+import os, torch, torch_infini
+a = torch.ones(1024, device="infini"); b = torch.ones(1024, device="infini")
+for _ in range(5):
+    torch.mul(a, b)
+torch.infini.synchronize()
+os.getppid()
+torch.mul(a, b)
+os.getppid()
+torch.infini.synchronize()
+""",
+    "refused": """
+import os, torch, torch_infini
+a = torch.ones(4, dtype=torch.complex64, device="infini")
+def call():
+    try:
+        torch.sin(a)
+    except (NotImplementedError, RuntimeError) as error:
+        return str(error)
+for _ in range(3):
+    call()
+torch.infini.synchronize()
+os.getppid()
+message = call()
+os.getppid()
+print("REFUSAL:", message.splitlines()[0][:200] if message else "(served)")
+""",
+}
+
+#: The provider of each case.
+ENVIRONMENTS = {"mul": {"TORCH_INFINI_PROVIDER": "host"}, "refused": {"TORCH_INFINI_PROVIDER": "infini"}}
+
+GDB_SCRIPT = r"""
+import gdb, json
+gdb.execute("set pagination off")
+gdb.execute("set breakpoint pending on")
+gdb.execute("set print thread-events off")
+gdb.execute("handle SIGUSR1 SIGUSR2 SIGPIPE nostop noprint pass")
+gdb.execute("break getppid")
+gdb.execute("run")
+gdb.execute("delete")
+gdb.execute("rbreak ^torch_infini::", to_string=True)
+gdb.execute("break getppid")
+hits = []
+while True:
+    gdb.execute("continue", to_string=True)
+    frame = gdb.selected_frame()
+    name = frame.name() or "?"
+    if name.startswith("getppid") or name.startswith("__getppid"):
+        break
+    sal = frame.find_sal()
+    path = sal.symtab.filename if sal.symtab else "?"
+    hits.append([name, path, sal.line, gdb.selected_thread().num])
+with open(OUT, "w") as f:
+    json.dump(hits, f)
+gdb.execute("delete")
+gdb.execute("continue", to_string=True)
+"""
+
+
+def walk(hits: list[list]) -> dict:
+    """Stops, files and returns of a list of [function, file, line, thread]."""
+    stops = []
+    for name, path, _line, thread in hits:
+        if "/csrc/" not in path:
+            continue
+        rel = path[path.index("/csrc/") + 1:]
+        if stops and stops[-1]["function"] == name:
+            continue
+        stops.append({"function": name, "file": rel, "thread": thread})
+    seen: set[str] = set()
+    returns = 0
+    previous = None
+    per_file: dict[str, int] = {}
+    for stop in stops:
+        f = stop["file"]
+        if f != previous and f in seen:
+            returns += 1
+        seen.add(f)
+        previous = f
+        per_file[f] = per_file.get(f, 0) + 1
+    return {"stops": len(stops), "files": len(seen), "returns": returns,
+            "per_file": dict(sorted(per_file.items(), key=lambda kv: -kv[1])),
+            "walk": stops}
+
+
+def run_case(case: str) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        program = Path(tmp) / "program.py"
+        program.write_text(PROGRAMS[case])
+        out = Path(tmp) / "hits.json"
+        script = Path(tmp) / "walk.py"
+        script.write_text(f"OUT = {str(out)!r}\n" + GDB_SCRIPT)
+        env = dict(os.environ, **ENVIRONMENTS[case])
+        proc = subprocess.run(
+            ["gdb", "-q", "-batch", "-x", str(script), "--args", sys.executable, str(program)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+        if not out.exists():
+            raise SystemExit(f"walk_call: gdb left no trace\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        result = walk(json.loads(out.read_text()))
+        result["case"] = case
+        result["output"] = [line for line in proc.stdout.splitlines() if line.startswith("REFUSAL:")]
+        return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--case", nargs="+", default=list(PROGRAMS), choices=list(PROGRAMS))
+    parser.add_argument("--json", help="write the walks to this file")
+    parser.add_argument("--list", action="store_true", help="print every stop")
+    args = parser.parse_args()
+    results = []
+    for case in args.case:
+        result = run_case(case)
+        results.append(result)
+        print(f"{case}: {result['stops']} stops in {result['files']} files, "
+              f"{result['returns']} returns to a file already left {' '.join(result['output'])}")
+        for f, n in result["per_file"].items():
+            print(f"    {n:3d}  {f}")
+        if args.list:
+            for stop in result["walk"]:
+                print(f"      {stop['file']:40s} {stop['function']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
