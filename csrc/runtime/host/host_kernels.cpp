@@ -285,7 +285,7 @@ class HostKernels final : public OpKernels {
   explicit HostKernels(HostProvider& provider) : provider_(provider) {
     support_.push_back(OpSupport{
         "aten::add.Tensor",
-        numeric_dtypes(/*with_bool=*/false),
+        host_dtypes(),
         /*alpha=*/true,
         /*broadcast=*/true,
         /*strided=*/true,
@@ -352,20 +352,10 @@ class HostKernels final : public OpKernels {
         });
   }
 
-  std::string add_unsupported(const AddArgs& args) const override {
-    // Adds outside the numeric dtypes (complex, bool, and dtypes CPU's add
-    // has no kernel for: uint16, float8...) run as aten::add.out through
-    // the generic kernel, whose first call runs CPU's add directly and so
-    // raises CPU's own error, at the call, for a dtype it lacks.
-    static const auto numeric = numeric_dtypes(/*with_bool=*/false);
-    for (const TensorArg* t : {&args.self, &args.other, &args.out}) {
-      if (std::find(numeric.begin(), numeric.end(), t->dtype) ==
-          numeric.end()) {
-        return "its add kernel takes numeric dtypes only (" +
-            std::string(c10::toString(t->dtype)) +
-            " runs as aten::add.out, through the generic kernel)";
-      }
-    }
+  std::string add_unsupported(const AddArgs& /*args*/) const override {
+    // ATen's CPU add runs every dtype (ops/add.cpp hands the non-numeric
+    // ones to the generic kernel, whose first call raises CPU's own error
+    // for a dtype CPU's add lacks).
     return {};
   }
 
