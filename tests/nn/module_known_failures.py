@@ -13,11 +13,6 @@ tensors (the OpInfo list has the same case).
 
 KNOWN_FAILURES: dict[str, str] = {}
 
-_RNN_BF16 = ("on the Infini stack PyTorch runs RNNs as for any accelerator (the fused cells, the "
-             "per-step LSTM) with linear layers on InfiniOps' native Linear, whose bfloat16 sums "
-             "round otherwise than CPU's oneDNN kernels; over the time steps the gradients drift "
-             "past bfloat16's tolerance (rtol 1.6e-2, atol 1e-2)")
-
 #: Cases that fail on an Infini stack (InfiniOps 1f6f9c2 built WITH_TORCH=ON,
 #: InfiniRT a38977e, CPU backend), where the stack computes them by another
 #: path than CPU's kernels, each correct but rounding otherwise in bfloat16.
@@ -46,12 +41,4 @@ STACK_KNOWN_FAILURES: dict[str, str] = {
     "nn.LayerNorm-bfloat16-train": (
         "InfiniOps has no layer norm: PyTorch's decomposition of native_layer_norm and its "
         "backward computes the weight's gradient 1 bfloat16 ulp (0.016) from CPU's fused kernel"),
-    "nn.RNN-bfloat16-train": _RNN_BF16,
-    "nn.RNN-bfloat16-eval": _RNN_BF16,
-    "nn.GRU-bfloat16-train": _RNN_BF16,
-    "nn.GRU-bfloat16-eval": _RNN_BF16,
-    "nn.LSTM-bfloat16-train": _RNN_BF16,
-    "nn.LSTM-bfloat16-eval": _RNN_BF16,
-    "nn.GRUCell-bfloat16-train": _RNN_BF16,
-    "nn.LSTMCell-bfloat16-train": _RNN_BF16,
 }
