@@ -368,6 +368,23 @@ def test_as_the_kernel_runs_it_a_result_in_less_precision_than_cpus_is_refused()
         pytest.fail(f"ran where CPU's statistics are float32: {[t.dtype for t in got]}")
 
 
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_as_the_kernel_runs_it_a_result_cpu_returns_empty_is_empty(dtype):
+    """In eval mode CPU's native_batch_norm returns the saved mean and
+    inverse deviation empty; PyTorch's decomposition returns one value per
+    channel. The kernel returns CPU's empty results (their values have no
+    counterpart), and the output as CPU computes it."""
+    x = torch.randn(4, 3, 5).to(dtype)
+    args = (x, torch.randn(3), torch.randn(3), torch.randn(3), torch.rand(3) + 0.5, False, 0.1, 1e-5)
+    expected = aten.native_batch_norm.default(*args)
+    assert [tuple(t.shape) for t in expected[1:]] == [(0,), (0,)]
+    got = _decompose_as_kernel(aten.native_batch_norm.default, *[_on_device(a) for a in args])
+    _skip_if_unserved(got)
+    assert not isinstance(got, str), f"refused: {got}"
+    assert [(t.dtype, tuple(t.shape)) for t in got] == [(t.dtype, tuple(t.shape)) for t in expected]
+    torch.testing.assert_close(got[0].cpu(), expected[0])
+
 _SCALAR_TWIN_CASES = [
     ("aten::eq.Scalar", torch.arange(-4, 4), 2),
     ("aten::ne.Scalar", torch.arange(6, dtype=torch.int32), 3),

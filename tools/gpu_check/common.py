@@ -96,3 +96,25 @@ def infini_status() -> dict[str, Any]:
 def infini_is_accelerator(status: dict[str, Any]) -> bool:
     """Whether infini runs on an accelerator (not InfiniRT's CPU backend or the host runtime)."""
     return status["provider"] == "infini" and status["backend"] != "cpu"
+
+
+def refused(error: BaseException) -> bool:
+    """Whether ``error`` is the provider refusing an operator it has no kernel
+    for (the stack's InfiniOps lacks it), which the CPU fallback could run."""
+    return isinstance(error, NotImplementedError) and "TORCH_INFINI_CPU_FALLBACK" in str(error)
+
+
+def with_cpu_fallback(fn: Callable[[], Any]) -> tuple[Any, dict[str, int]]:
+    """Runs ``fn`` with torch-infini's CPU fallback on; returns its value and
+    the calls of each operator that ran on the CPU (the coverage record's
+    ``fallback`` rows), so a figure made so says what it leaned on."""
+    import torch_infini.fallback as fallback
+
+    fallback.reset_coverage()
+    with fallback.enabled():
+        value = fn()
+    ops: dict[str, int] = {}
+    for row in fallback.coverage():
+        if row["kind"] == "fallback":
+            ops[row["op"]] = ops.get(row["op"], 0) + int(row["calls"])
+    return value, ops

@@ -15,14 +15,20 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from common import ResultFile, cuda_status, infini_status
 
 
-def run(command: list[str], timeout: float = 60) -> str:
+def run(command: list[str], timeout: float = 60, env: dict | None = None) -> str:
+    # Not in the checkout: `python -m` puts the working folder first on
+    # sys.path, and the checkout's torch_infini/ (never built there) would
+    # shadow the bundle's.
+    cwd = os.environ.get("GPU_CHECK_WORK") or tempfile.gettempdir()
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                              env=dict(os.environ if env is None else env, PYTHONSAFEPATH="1"))
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"{' '.join(command)}: {error}"
     return (proc.stdout + proc.stderr).strip()
@@ -47,12 +53,19 @@ def torch_facts() -> dict:
 
 
 def extension_ldd() -> str:
+    """``ldd`` of the extension, with PyTorch's library folder on the search
+    path as it is in the process (``import torch`` loads those libraries
+    first), so a "not found" is a library the process would lack too."""
     import importlib.util
+
+    import torch
 
     spec = importlib.util.find_spec("torch_infini._C")
     if spec is None or not spec.origin:
         return "torch_infini._C not found"
-    return spec.origin + "\n" + run(["ldd", spec.origin])
+    torch_lib = str(Path(torch.__file__).resolve().parent / "lib")
+    search = os.pathsep.join(p for p in (os.environ.get("LD_LIBRARY_PATH", ""), torch_lib) if p)
+    return spec.origin + "\n" + run(["ldd", spec.origin], env=dict(os.environ, LD_LIBRARY_PATH=search))
 
 
 def main() -> None:

@@ -7,7 +7,10 @@ One model (benchmarks/models.py's TinyGPT2: 2 layers, width 64, 4 heads,
 vocabulary 512, random weights drawn on the CPU) is copied to each device;
 each takes the same batch (2 x 32 tokens) through ``steps`` AdamW steps
 (forward, cross-entropy, backward, step). A device that is absent or fails
-is recorded with its reason; the others still run.
+is recorded with its reason; the others still run. Where infini refuses an
+operator (the stack's InfiniOps lacks it), the step runs again with the CPU
+fallback on (``infini_with_cpu_fallback``), naming the operators that ran on
+the CPU and their calls (``infini_fallback_ops``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import copy
 import sys
 from pathlib import Path
 
-from common import ResultFile, cuda_status, first_line, infini_status, repo_root
+from common import ResultFile, cuda_status, first_line, infini_status, refused, repo_root, with_cpu_fallback
 
 sys.path.insert(0, str(repo_root() / "benchmarks"))
 
@@ -75,6 +78,13 @@ def main() -> None:
                 losses[device] = losses_on(device if device != "infini" else "infini:0", base, tokens, args.steps)
             except Exception as error:  # noqa: BLE001  (recorded; the other devices still run)
                 losses[device] = {"error": first_line(error)}
+                if device == "infini" and refused(error):
+                    try:
+                        losses["infini_with_cpu_fallback"], ops = with_cpu_fallback(
+                            lambda: losses_on("infini:0", base, tokens, args.steps))
+                        result.update(infini_fallback_ops=ops)
+                    except Exception as again:  # noqa: BLE001
+                        losses["infini_with_cpu_fallback"] = {"error": first_line(again)}
         result.update(losses=losses)
     diffs = {d: max(abs(a - b) for a, b in zip(v, losses["cpu"])) for d, v in losses.items()
              if d != "cpu" and isinstance(v, list) and isinstance(losses["cpu"], list)}

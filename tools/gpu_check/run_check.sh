@@ -48,6 +48,14 @@ if [ ! -f "$GPU_CHECK_REPO/tools/opinfo_sweep.py" ] || [ ! -d "$GPU_CHECK_REPO/t
   echo "run_check.sh: run it from the torch-infini checkout (tests/ and tools/ not found in $PWD)" | tee -a "$LOG"
   exit 2
 fi
+# An in-place build makes tests/conftest.py test the checkout's torch_infini/
+# (built for another Python or PyTorch) instead of the bundle's wheel.
+if [ -f "$GPU_CHECK_REPO/torch_infini/_build_info.json" ]; then
+  echo "run_check.sh: $GPU_CHECK_REPO/torch_infini has an in-place build (_build_info.json), which the tests" \
+       "would import instead of the bundle's wheel: run from a copy of the checkout without it" \
+       "(docs/gpu-check.md, 'The dry run here')" | tee -a "$LOG"
+  exit 2
+fi
 # The install is not scaled: it takes what unpacking takes.
 MINUTES=8 part install 40 "$PY" "$CHECK/install_bundle.py" "$BUNDLE" "$WORK"
 # shellcheck disable=SC1091

@@ -65,17 +65,23 @@ def main() -> None:
     lines += ["", "## GPT-2-tiny training losses (gpt2.json)", "", f"- status: {gpt2.get('status')}"]
     for device, losses in (gpt2.get("losses") or {}).items():
         lines.append(f"- {device}: {losses}")
+    if gpt2.get("infini_fallback_ops"):
+        lines.append(f"- operators run on the CPU by the fallback (calls): {gpt2['infini_fallback_ops']}")
     lines.append(f"- largest difference from CPU: {gpt2.get('max_abs_diff_from_cpu')}")
 
     timings = load(out, "timings.json")
     lines += ["", "## Timings, infini vs cuda (timings.json)", "", f"- status: {timings.get('status')}", "",
-              "| case | unit | infini | cuda |", "|---|---|---|---|"]
+              "| case | unit | infini | cuda | note |", "|---|---|---|---|---|"]
     for case, record in (timings.get("cases") or {}).items():
         if isinstance(record, dict):
-            lines.append(f"| {case} | {record.get('unit')} | {fmt(record.get('infini'))} | {fmt(record.get('cuda'))} |"
-                         + (f" {record['note']}" if record.get("note") else ""))
+            notes = [record["note"]] if record.get("note") else []
+            if "infini_with_cpu_fallback" in record:
+                notes.append(f"infini with the CPU fallback: {fmt(record['infini_with_cpu_fallback'])} "
+                             f"(on the CPU, calls: {record.get('infini_fallback_ops')})")
+            lines.append(f"| {case} | {record.get('unit')} | {fmt(record.get('infini'))} | {fmt(record.get('cuda'))} | "
+                         f"{'; '.join(notes)} |")
         else:
-            lines.append(f"| {case} | | {record} | |")
+            lines.append(f"| {case} | | {record} | | |")
     print("\n".join(lines))
 
 
