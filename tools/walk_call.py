@@ -117,14 +117,17 @@ gdb.execute("continue", to_string=True)
 """
 
 
+#: gdb's number of the thread that makes the call (the process's first).
+CALLER_THREAD = 1
+
+
 def walk(hits: list[list]) -> dict:
     """Stops, files and returns of a list of [function, file, line, thread]:
     the calling thread's (a stream worker's are the provider's), of the
     second of the two calls (the first after the breakpoints are set can
     miss a cache the warm-up filled: under gdb it was not a steady-state
     call), which starts where the first started."""
-    caller = hits[0][3] if hits else None
-    hits = [h for h in hits if h[3] == caller and "/csrc/" in h[1]]
+    hits = [h for h in hits if h[3] == CALLER_THREAD and "/csrc/" in h[1]]
     starts = [i for i, h in enumerate(hits) if h[0] == hits[0][0]]
     if len(starts) > 1:
         hits = hits[starts[-1]:]
@@ -163,7 +166,9 @@ def run_case(case: str) -> dict:
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
         if not out.exists():
             raise SystemExit(f"walk_call: gdb left no trace\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-        result = walk(json.loads(out.read_text()))
+        hits = json.loads(out.read_text())
+        result = walk(hits)
+        result["hits"] = hits
         result["case"] = case
         result["output"] = [line for line in proc.stdout.splitlines() if line.startswith("REFUSAL:")]
         return result

@@ -30,17 +30,26 @@ namespace torch_infini::runtime {
 
 class GenericCall {
  public:
+  GenericCall(const Plan& plan, const c10::OperatorHandle& op,
+              const CallTarget& target, torch::jit::Stack& stack)
+      : plan(plan),
+        op(op),
+        target(target),
+        stack(stack),
+        args(torch::jit::last(stack, op.schema().arguments().size())) {}
   virtual ~GenericCall() = default;
+  GenericCall(const GenericCall&) = delete;
+  GenericCall& operator=(const GenericCall&) = delete;
 
-  virtual const Plan& plan() const = 0;
-  virtual const c10::OperatorHandle& op() const = 0;
-  virtual const CallTarget& target() const = 0;
-  // The call's arguments on the stack; a step that runs the call replaces
-  // them with its returns.
-  virtual torch::jit::Stack& stack() = 0;
-  c10::ArrayRef<c10::IValue> args() {
-    return torch::jit::last(stack(), op().schema().arguments().size());
-  }
+  const Plan& plan;
+  const c10::OperatorHandle& op;
+  const CallTarget& target;
+  // The stack with the call's arguments on top; a step that runs the call
+  // replaces them with its returns.
+  torch::jit::Stack& stack;
+  // The call's arguments, as handed over: read them before a step runs the
+  // call.
+  const c10::ArrayRef<c10::IValue> args;
 
   // --- How a call is queued ---
 

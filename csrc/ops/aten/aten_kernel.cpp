@@ -526,66 +526,50 @@ void queue_call_laid_out_by_meta(const Plan& plan,
 // (runtime/generic_call.h): the steps above, bound to one call.
 class PlannedCall final : public runtime::GenericCall {
  public:
-  PlannedCall(const Plan& plan, const c10::OperatorHandle& op,
-              const CallTarget& target, torch::jit::Stack* stack)
-      : plan_(plan), op_(op), target_(target), stack_(stack) {}
-
-  const Plan& plan() const override { return plan_; }
-  const c10::OperatorHandle& op() const override { return op_; }
-  const CallTarget& target() const override { return target_; }
-  torch::jit::Stack& stack() override { return *stack_; }
+  using GenericCall::GenericCall;
 
   void queue_declared() override;
   void queue_laid_out_by_meta(bool kernels_see_aliases,
                               bool raise_without_meta) override {
     queue_call_laid_out_by_meta(
-        plan_, op_, target_, args(), stack_,
+        plan, op, target, args, &stack,
         MetaQueueing{kernels_see_aliases, raise_without_meta,
                      /*overlaps_checked=*/true});
   }
   void queue(const Layouts& layouts) override {
-    queue_call(plan_, op_, target_, layouts, stack_, /*overlaps_checked=*/true);
+    queue_call(plan, op, target, layouts, &stack, /*overlaps_checked=*/true);
   }
 
-  void check_overlaps() override { ops::check_overlaps(plan_, args()); }
+  void check_overlaps() override { ops::check_overlaps(plan, args); }
   Layouts cpu_layouts(bool values) override {
-    return ops::cpu_layouts(plan_, op_, args(), values);
+    return ops::cpu_layouts(plan, op, args, values);
   }
   void check_if_reading_only_empty() override {
-    raise_cpu_error_if_reading_only_empty(plan_, op_, args());
+    raise_cpu_error_if_reading_only_empty(plan, op, args);
   }
 
   bool capturing() const override {
-    return capture_underway() && is_stream_capturing(target_.stream);
+    return capture_underway() && is_stream_capturing(target.stream);
   }
   void check_capturable(const std::string& reason) override {
-    torch_infini::check_capturable(plan_.name.c_str(), target_.stream, reason);
+    torch_infini::check_capturable(plan.name.c_str(), target.stream, reason);
   }
-  void check_sync() override { ops::check_sync(plan_.name.c_str()); }
+  void check_sync() override { ops::check_sync(plan.name.c_str()); }
 
   void bind_cpu_generators(
       torch::jit::Stack& cpu,
       std::vector<std::unique_lock<std::mutex>>& locks) override;
   at::Tensor to_device(const at::Tensor& cpu_result) override;
-
- private:
-  const Plan& plan_;
-  const c10::OperatorHandle& op_;
-  const CallTarget& target_;
-  torch::jit::Stack* stack_;
 };
 
 void PlannedCall::queue_declared() {
-  const auto args = this->args();
-  const Plan& plan = plan_;
-  const c10::OperatorHandle& op = op_;
-  torch::jit::Stack* stack = stack_;
+  torch::jit::Stack* on_stack = &stack;
   if ((plan.family == nullptr && !plan.mapped) || !plan.sync_reason.empty()) {
     // Not an operator the provider maps onto its library: as if it had no
     // kernel.
-    serve_unserved(plan, op, stack, {true, [&](const std::string& refusal) {
+    serve_unserved(plan, op, on_stack, {true, [&](const std::string& refusal) {
       cpu_fallback_or_refuse(
-          op, stack,
+          op, on_stack,
           decomposition_lacks(refusal, "InfiniOps has no kernel it maps this "
                               "operator onto, and PyTorch's decomposition of "
                               "it calls an operator that is not served ("));
@@ -599,7 +583,7 @@ void PlannedCall::queue_declared() {
   if (plan.family != nullptr && !dtype_served(plan, op, args)) {
     // The library the provider maps the family onto has no kernel for it
     // (a decomposition would reach the same kernels).
-    serve_unserved(plan, op, stack, {false, [&](const std::string&) {
+    serve_unserved(plan, op, on_stack, {false, [&](const std::string&) {
       std::optional<c10::ScalarType> dtype;
       for_each_tensor(args, [&](const at::Tensor& t, size_t) {
         if (t.defined() && t.device().type() == kInfini && !dtype) {
@@ -617,14 +601,14 @@ void PlannedCall::queue_declared() {
     }});
     return;
   }
-  queue_call_laid_out_by_meta(plan, op, target_, args, stack, MetaQueueing{});
+  queue_call_laid_out_by_meta(plan, op, target, args, on_stack, MetaQueueing{});
 }
 
 // Generators: the infini generator's CPU state (none given: the device's
 // default generator).
 void PlannedCall::bind_cpu_generators(
     torch::jit::Stack& cpu, std::vector<std::unique_lock<std::mutex>>& locks) {
-  const auto& arguments = op_.schema().arguments();
+  const auto& arguments = op.schema().arguments();
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (!runtime::is_generator_argument(arguments[i])) {
       continue;
@@ -634,7 +618,7 @@ void PlannedCall::bind_cpu_generators(
       given = cpu[i].toGenerator();
     }
     InfiniGeneratorImpl* impl = host_random::generator_for(
-        plan_.name.c_str(), given, target_.device.index());
+        plan.name.c_str(), given, target.device.index());
     locks.emplace_back(impl->mutex_);
     cpu[i] = impl->host_generator();
   }
@@ -646,14 +630,14 @@ at::Tensor PlannedCall::to_device(const at::Tensor& t) {
     return t;
   }
   if (t.is_sparse()) {  // a sparse gradient (embedding_bag's)
-    return sparse_to_device(t, target_.device);
+    return sparse_to_device(t, target.device);
   }
   at::Tensor source = t.resolve_conj().resolve_neg();
   const bool dense = source.is_non_overlapping_and_dense();
   at::Tensor out = dense
       ? at::empty_strided(source.sizes(), source.strides(),
-                          source.options().device(target_.device))
-      : at::empty(source.sizes(), source.options().device(target_.device));
+                          source.options().device(target.device))
+      : at::empty(source.sizes(), source.options().device(target.device));
   if (out.numel() > 0) {
     out.copy_(source);
   }
@@ -680,7 +664,7 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
   if (backend_policy::divert(op, stack)) {
     return;  // TORCH_INFINI_ENFORCE_BACKEND: not served on that backend
   }
-  PlannedCall call(plan, op, target, stack);
+  PlannedCall call(plan, op, target, *stack);
   kernels.serve(call);
 }
 

@@ -117,10 +117,10 @@ void run_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
 // its arguments with its returns. Returns its outputs' metadata (to cache,
 // for a call that may be queued next time).
 std::shared_ptr<const Layouts> run_direct(GenericCall& call) {
-  const Plan& plan = call.plan();
-  const c10::OperatorHandle& op = call.op();
-  const CallTarget& target = call.target();
-  torch::jit::Stack* stack = &call.stack();
+  const Plan& plan = call.plan;
+  const c10::OperatorHandle& op = call.op;
+  const CallTarget& target = call.target;
+  torch::jit::Stack* stack = &call.stack;
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const std::vector<c10::IValue> args(stack->end() - nargs, stack->end());
@@ -273,8 +273,8 @@ bool keeps_layouts(const std::vector<std::pair<size_t, Layout>>& before,
 // else run directly once (or, where CUDA checks its values on the device,
 // laid out by CPU on zeros and queued) and its layouts learned.
 void queue_or_learn(GenericCall& call, SameArguments same) {
-  const Plan& plan = call.plan();
-  const auto args = call.args();
+  const Plan& plan = call.plan;
+  const auto args = call.args;
   LayoutsKey key;
   if (const auto layouts = find_layouts(plan, args, same, &key, [&] {
         return call.cpu_layouts(/*values=*/true);
@@ -301,7 +301,7 @@ void queue_or_learn(GenericCall& call, SameArguments same) {
   // The first call of its kind: CPU's errors and metadata, then cached.
   auto learned = run_direct(call);
   const auto results =
-      torch::jit::last(call.stack(), call.op().schema().returns().size());
+      torch::jit::last(call.stack, call.op.schema().returns().size());
   const bool sparse =
       std::any_of(results.begin(), results.end(), [](const c10::IValue& v) {
         return v.isTensor() && v.toTensor().defined() &&
@@ -318,8 +318,8 @@ void queue_or_learn(GenericCall& call, SameArguments same) {
 }  // namespace
 
 void serve_directly_first(GenericCall& call) {
-  const Plan& plan = call.plan();
-  const auto args = call.args();
+  const Plan& plan = call.plan;
+  const auto args = call.args;
   // Graph capture records queued work: nothing may run directly then.
   const bool capturing = call.capturing();
   if (capturing && plan.sync_reason.empty() && !indexes_by_mask(args)) {
