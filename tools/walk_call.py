@@ -22,8 +22,8 @@ The figures:
 * **returns**: stops whose file was visited before, and left (the reader
   goes back to a file already read).
 
-The program makes the call twice between the sentinels; the walk is the
-calling thread's, in the second call (see :func:`walk`). gdb's ``rbreak``
+The program makes the call twice, a sentinel before, between and after;
+the walk is the calling thread's, in the second call (see :func:`walk`). gdb's ``rbreak``
 misses a few functions (``key_of`` in the layout cache, for one), the same
 ones in every build: compare walks taken with this tool, not with a walk
 read off the source.
@@ -62,6 +62,7 @@ for _ in range(5):
 torch.infini.synchronize()
 os.getppid()
 torch.mul(a, b)
+os.getppid()
 torch.mul(a, b)
 os.getppid()
 torch.infini.synchronize()
@@ -79,6 +80,7 @@ for _ in range(3):
 torch.infini.synchronize()
 os.getppid()
 call()
+os.getppid()
 message = call()
 os.getppid()
 print("REFUSAL:", message.splitlines()[0][:200] if message else "(served)")
@@ -101,15 +103,20 @@ sentinel.enabled = False
 gdb.execute("rbreak ^torch_infini::", to_string=True)
 sentinel.enabled = True
 seen = sentinel.hit_count
+call = 0
 hits = []
 while True:
     gdb.execute("continue", to_string=True)
     if sentinel.hit_count > seen:
-        break
+        seen = sentinel.hit_count
+        call += 1
+        if call == 2:
+            break
+        continue
     frame = gdb.selected_frame()
     sal = frame.find_sal()
     path = sal.symtab.filename if sal.symtab else "?"
-    hits.append([frame.name() or "?", path, sal.line, gdb.selected_thread().num])
+    hits.append([frame.name() or "?", path, sal.line, gdb.selected_thread().num, call])
 with open(OUT, "w") as f:
     json.dump(hits, f)
 gdb.execute("delete")
@@ -122,17 +129,14 @@ CALLER_THREAD = 1
 
 
 def walk(hits: list[list]) -> dict:
-    """Stops, files and returns of a list of [function, file, line, thread]:
-    the calling thread's (a stream worker's are the provider's), of the
-    second of the two calls (the first after the breakpoints are set can
-    miss a cache the warm-up filled: under gdb it was not a steady-state
-    call), which starts where the first started."""
-    hits = [h for h in hits if h[3] == CALLER_THREAD and "/csrc/" in h[1]]
-    starts = [i for i, h in enumerate(hits) if h[0] == hits[0][0]]
-    if len(starts) > 1:
-        hits = hits[starts[-1]:]
+    """Stops, files and returns of a list of [function, file, line, thread,
+    call]: the calling thread's (a stream worker's are the provider's), in
+    the second of the two calls (the first after the breakpoints are set
+    can miss a cache the warm-up filled: under gdb it was not a
+    steady-state call)."""
+    hits = [h for h in hits if h[3] == CALLER_THREAD and h[4] == 1 and "/csrc/" in h[1]]
     stops = []
-    for name, path, _line, thread in hits:
+    for name, path, _line, thread, _call in hits:
         rel = path[path.index("/csrc/") + 1:]
         if stops and stops[-1]["function"] == name:
             continue
