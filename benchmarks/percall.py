@@ -69,8 +69,9 @@ PARTS = [
                           r"(common_reason|cpu_scalar_reason|native_reason|generic_native_reason|"
                           r"resizes_outputs_in_passing|with_results|each_tensor)|.*InfiniKernels::decide|"
                           r".*InfiniKernels::aten_unsupported)|torch_infini::runtime::(bool_operands|has_bool)"),
-    ("key/plan lookup", r"torch_infini::ops::.*(plan|Plan|layout|Layout|cache|Cache|key|Key|find_)|"
-                        r"OperatorCache|scalar_cache|torch_infini::runtime::.*(cache|Cache)"),
+    # The layout cache is torch_infini::runtime's since the provider's strategy moved there.
+    ("key/plan lookup", r"torch_infini::(ops|runtime)::.*(plan|Plan|layout|Layout|cache|Cache|key|Key|find_)|"
+                        r"OperatorCache|scalar_cache"),
     ("meta and outputs", r"torch_infini::ops::.*(meta|Meta)|MetaRun|Meta::|InfiniAllocator|"
                          r"torch_infini::.*(allocate|empty_)|at::detail::empty_generic"),
     ("queue and sync", r"torch_infini::runtime::host::HostStream::|torch_infini::.*synchronize|"
