@@ -40,6 +40,12 @@ void InfiniGuardImpl::setDevice(c10::Device device) const {
 }
 
 void InfiniGuardImpl::uncheckedSetDevice(c10::Device device) const noexcept {
+  // A guard restoring the device it found, which it did not change (every
+  // generic-kernel call on the current device): nothing to validate or set,
+  // as CUDA's SetDevice returns early for the current device.
+  if (device.index() == current_device()) {
+    return;
+  }
   if (device_count() == 0) {
     return;  // nothing to restore; the failure was already reported
   }
