@@ -389,6 +389,28 @@ def test_dtypes_beyond_adds_own_kernel(dtype):
     assert "aten::add" in message and str(dtype).removeprefix("torch.") in message
 
 
+@pytest.mark.parametrize("tensor_dtype,scalar", [
+    (torch.bool, 1), (torch.bool, 2.5), (torch.int64, 2.5), (torch.float32, 1j), (torch.int32, True)],
+    ids=["bool+int", "bool+float", "int+float", "float+complex", "int+bool"])
+def test_a_scalar_of_a_higher_category_promotes_as_on_cpu(tensor_dtype, scalar):
+    """A Python scalar of a higher category than the tensor's (PyTorch's
+    type promotion) gives CPU's result dtype and values on every provider,
+    or a refusal naming the dtype: never the tensor's dtype with the scalar
+    converted into it (the stack returned bool for bool_tensor + 1)."""
+    a = torch.tensor([True, False, True]).to(tensor_dtype)
+    expected = a + scalar
+    try:
+        got = (dev(a) + scalar).cpu()
+    except NotImplementedError as error:
+        # Named as the result's dtype or as the wrapped scalar's (complex128 for 1j).
+        wrapped = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}[type(scalar)]
+        dtypes = {str(d).removeprefix("torch.") for d in (expected.dtype, wrapped)}
+        assert "aten::add" in str(error) and any(d in str(error) for d in dtypes)
+        return
+    assert got.dtype == expected.dtype
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
 def test_unregistered_op_raises_not_implemented_naming_it():
     # An operator with neither a CPU kernel nor a composite (CUDA's fused
     # dropout) is one of the few operators left without one.
