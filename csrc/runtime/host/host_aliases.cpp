@@ -25,6 +25,44 @@ TensorSnapshot TensorSnapshot::of(const at::Tensor& t) {
   return s;
 }
 
+at::Tensor AliasPool::take(const TensorSnapshot& t) {
+  for (const Entry& entry : entries_) {
+    const at::Tensor& alias = entry.alias;
+    if (!alias.defined() || alias.use_count() != 1) {
+      continue;
+    }
+    const c10::TensorImpl& impl = *alias.unsafeGetTensorImpl();
+    const c10::Storage& storage = impl.unsafe_storage();
+    if (storage.data() == t.storage_data &&
+        storage.nbytes() == t.storage_nbytes && storage.use_count() == 1 &&
+        impl.dtype() == t.dtype && impl.storage_offset() == t.offset &&
+        impl.sizes() == c10::IntArrayRef(t.sizes) &&
+        impl.strides() == c10::IntArrayRef(t.strides) &&
+        impl.key_set() == entry.keys &&
+        impl.autograd_meta() == nullptr) {
+      return alias;
+    }
+  }
+  return at::Tensor();
+}
+
+void AliasPool::keep(const at::Tensor& alias) {
+  for (size_t tried = 0; tried < kSize; ++tried) {
+    Entry& entry = entries_[next_];
+    next_ = (next_ + 1) % kSize;
+    if (!entry.alias.defined() || entry.alias.use_count() == 1) {
+      entry.alias = alias;
+      entry.keys = alias.key_set();
+      return;
+    }
+  }
+}
+
+AliasPool& thread_alias_pool() {
+  thread_local AliasPool pool;
+  return pool;
+}
+
 c10::IValue Aliases::convert(const c10::IValue& value) {
   if (value.isDevice() && !value.toDevice().is_cpu()) {
     return c10::Device(at::kCPU);  // a factory's device
@@ -58,6 +96,16 @@ at::Tensor Aliases::of(const TensorSnapshot& t) {
       break;
     }
   }
+  if (slot == nullptr && pool_ != nullptr) {
+    // A pooled alias has a storage of its own: it may stand for a device
+    // storage this call has not met yet.
+    at::Tensor reused = pool_->take(t);
+    if (reused.defined()) {
+      storages_.emplace_back(t.storage, reused.storage());
+      tensors_.emplace_back(t.impl, reused);
+      return reused;
+    }
+  }
   if (slot == nullptr) {
     storages_.emplace_back(t.storage, std::nullopt);
     slot = &storages_.back().second;
@@ -80,6 +128,9 @@ at::Tensor Aliases::of(const TensorSnapshot& t) {
   at::Tensor alias(std::move(impl));
   alias._set_conj(t.conj);
   alias._set_neg(t.neg);
+  if (pool_ != nullptr) {
+    pool_->keep(alias);
+  }
   tensors_.emplace_back(t.impl, alias);
   return alias;
 }

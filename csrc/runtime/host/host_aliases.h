@@ -16,6 +16,7 @@
 #include <ATen/core/stack.h>
 #include <c10/util/SmallVector.h>
 
+#include <array>
 #include <optional>
 #include <utility>
 
@@ -42,8 +43,43 @@ struct TensorSnapshot {
   static TensorSnapshot of(const at::Tensor& t);
 };
 
+// A thread's aliases of earlier queued calls, taken again by a later call
+// whose tensor has the same memory and layout: building an alias (a
+// TensorImpl and a StorageImpl) and destroying it cost more than a small
+// CPU kernel, and a loop passes the same tensors, or new ones in the same
+// reused memory, to every call. An alias is taken only when it is exactly
+// what Aliases would build: nothing but the pool holds it or its storage,
+// its storage is the device memory's (not grown into host memory by a
+// kernel) and every part of its metadata equals the snapshot's. So a
+// kernel that kept, resized, restrided or flipped a bit of its alias only
+// makes the next call build a new one. One pool per thread (the stream's
+// worker, or a caller running queued work while it waits): no locks.
+class AliasPool {
+ public:
+  // An alias of `t` to take, or an undefined tensor.
+  at::Tensor take(const TensorSnapshot& t);
+  // Offers a new alias to later calls (in place of one nothing uses).
+  void keep(const at::Tensor& alias);
+
+ private:
+  static constexpr size_t kSize = 16;
+  struct Entry {
+    at::Tensor alias;
+    c10::DispatchKeySet keys;  // as built: CPU, and its conj/neg bits
+  };
+  std::array<Entry, kSize> entries_;
+  size_t next_ = 0;
+};
+
+// The calling thread's pool.
+AliasPool& thread_alias_pool();
+
 class Aliases {
  public:
+  // `pool`: where a queued call's aliases are taken from and offered to
+  // (none: every alias is new, as for a direct run's).
+  explicit Aliases(AliasPool* pool = nullptr) : pool_(pool) {}
+
   // `value` with its device tensors replaced by aliases, and a device
   // argument (a factory's) by the CPU.
   c10::IValue convert(const c10::IValue& value);
@@ -51,6 +87,7 @@ class Aliases {
   at::Tensor of(const TensorSnapshot& t);
 
  private:
+  AliasPool* pool_;
   c10::SmallVector<std::pair<const c10::TensorImpl*, at::Tensor>, 6> tensors_;
   // A call has a few storages: a linear search beats hashing, and a small
   // vector needs no heap allocation.

@@ -245,7 +245,7 @@ std::vector<c10::ScalarType> host_dtypes() {
 // A queued call of the generic kernel, run where the stream runs it.
 void run_queued(const c10::OperatorHandle& op, const QueuedArgs& args_of_call,
                 const std::optional<TwinOf>& twin_of) {
-  Aliases aliases;
+  Aliases aliases(&thread_alias_pool());
   torch::jit::Stack args = args_of_call.stack(aliases);
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   if (twin_of) {
