@@ -12,6 +12,7 @@
 #include <xmmintrin.h>
 #endif
 
+#include <iterator>
 #include <sstream>
 
 namespace torch_infini::runtime {
@@ -19,29 +20,35 @@ namespace {
 
 // Where each part sits in the snapshot: word 0 packs the small parts (a
 // field of `bits` bits at `shift`), words 1 and 2 are the dispatch-key TLS.
+enum class Printed { kValue, kDtype, kPrecision };  // a value, or a name
+
 struct Field {
   const char* name;
   int shift;
   int bits;
-  bool dtype;  // a ScalarType, printed by name
+  Printed as;
 };
 
 constexpr Field kFields[] = {
-    {"default dtype", 0, 8, true},
-    {"grad mode", 8, 1, false},
-    {"inference mode", 9, 1, false},
-    {"deterministic algorithms", 10, 1, false},
-    {"deterministic algorithms warn only", 11, 1, false},
-    {"fill uninitialized memory", 12, 1, false},
-    {"float32 matmul precision", 13, 2, false},
-    {"TF32 in cuBLAS", 15, 1, false},
-    {"flush denormal (the calling thread's FTZ/DAZ)", 16, 2, false},
-    {"autocast on CPU", 18, 1, false},
-    {"autocast on CUDA", 19, 1, false},
-    {"autocast on infini", 20, 1, false},
-    {"autocast dtype on CPU", 24, 8, true},
-    {"autocast dtype on CUDA", 32, 8, true},
-    {"autocast dtype on infini", 40, 8, true},
+    {"default dtype", 0, 8, Printed::kDtype},
+    {"grad mode", 8, 1, Printed::kValue},
+    {"inference mode", 9, 1, Printed::kValue},
+    {"deterministic algorithms", 10, 1, Printed::kValue},
+    {"deterministic algorithms warn only", 11, 1, Printed::kValue},
+    {"fill uninitialized memory", 12, 1, Printed::kValue},
+    // Per backend, through the API that never raises: the one-name
+    // getters (float32MatmulPrecision, allowTF32CuBLAS) raise where a
+    // program set the precision through the per-backend API alone
+    // (torch.backends.cuda.matmul.fp32_precision = "tf32").
+    {"float32 matmul precision on CUDA (fp32_precision)", 48, 4, Printed::kPrecision},
+    {"float32 matmul precision on oneDNN (fp32_precision)", 52, 4, Printed::kPrecision},
+    {"flush denormal (the calling thread's FTZ/DAZ)", 16, 2, Printed::kValue},
+    {"autocast on CPU", 18, 1, Printed::kValue},
+    {"autocast on CUDA", 19, 1, Printed::kValue},
+    {"autocast on infini", 20, 1, Printed::kValue},
+    {"autocast dtype on CPU", 24, 8, Printed::kDtype},
+    {"autocast dtype on CUDA", 32, 8, Printed::kDtype},
+    {"autocast dtype on infini", 40, 8, Printed::kDtype},
 };
 
 uint64_t put(uint64_t value, const Field& field) {
@@ -62,8 +69,14 @@ uint64_t flush_denormal_bits() {
 }
 
 std::string value_text(uint64_t value, const Field& field) {
-  if (field.dtype) {
+  if (field.as == Printed::kDtype) {
     return c10::toString(static_cast<c10::ScalarType>(value));
+  }
+  if (field.as == Printed::kPrecision) {
+    // at::Float32Precision's values, in the order every release keeps.
+    constexpr const char* kNames[] = {"none", "ieee", "tf32", "bf16",
+                                      "default", "bf16x9"};
+    return value < std::size(kNames) ? kNames[value] : std::to_string(value);
   }
   if (field.bits == 1) {
     return value ? "on" : "off";
@@ -97,8 +110,10 @@ DispatchState DispatchState::current() {
   set(3, context.deterministicAlgorithms());
   set(4, context.deterministicAlgorithmsWarnOnly());
   set(5, context.deterministicFillUninitializedMemory());
-  set(6, static_cast<uint64_t>(context.float32MatmulPrecision()));
-  set(7, context.allowTF32CuBLAS());
+  set(6, static_cast<uint64_t>(context.float32Precision(
+             at::Float32Backend::CUDA, at::Float32Op::MATMUL)));
+  set(7, static_cast<uint64_t>(context.float32Precision(
+             at::Float32Backend::MKLDNN, at::Float32Op::MATMUL)));
   set(8, flush_denormal_bits());
   set(9, autocast(c10::DeviceType::CPU));
   set(10, autocast(c10::DeviceType::CUDA));

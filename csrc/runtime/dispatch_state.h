@@ -15,8 +15,8 @@
 //   - autocast, enabled and its dtype, for CPU, CUDA and infini;
 //   - the dispatch-key TLS (included and excluded keys): functionalization,
 //     Python and fake modes, _DisableTorchDispatch;
-//   - the backend flags kernels read: float32 matmul precision, TF32, and
-//     the calling thread's flush-denormal bits.
+//   - the backend flags kernels read: float32 matmul precision on CUDA
+//     (TF32) and on oneDNN, and the calling thread's flush-denormal bits.
 // The verification mode (runtime/cache_verification.h) names the parts
 // that differ between a cached answer's state and the caller's.
 

@@ -196,6 +196,34 @@ def test_float32_matmul_precision():
 
 
 @contextlib.contextmanager
+def fp32_precision(backend, value: str):
+    """The per-backend API alone (``torch.backends.cuda.matmul
+    .fp32_precision``): PyTorch's one-name getters then raise, CPU's kernels
+    do not read them."""
+    was = backend.fp32_precision
+    backend.fp32_precision = value
+    try:
+        yield
+    finally:
+        backend.fp32_precision = was
+
+
+@pytest.mark.parametrize("backend, value", [
+    (torch.backends.cuda.matmul, "tf32"),
+    (torch.backends.mkldnn.matmul, "bf16"),
+], ids=["cuda_tf32", "onednn_bf16"])
+def test_fp32_precision_set_per_backend(backend, value):
+    # Every generic-kernel call raised "PyTorch is checking the matmul
+    # precision without a specific backend name" here before the state read
+    # the precision per backend.
+    before_and_after(torch.mul, lambda: fp32_precision(backend, value),
+                     sample((4, 3), torch.float32), sample((4, 3), torch.float32))
+    if value == "tf32":  # no CPU kernel computes in TF32
+        before_and_after(torch.mm, lambda: fp32_precision(backend, value),
+                         sample((16, 32), torch.float32), sample((32, 8), torch.float32))
+
+
+@contextlib.contextmanager
 def flush_denormal():
     if not torch.set_flush_denormal(True):
         pytest.skip("this CPU cannot flush denormals")
