@@ -195,7 +195,9 @@ class OpKernels {
   // generic InfiniOps binding): calls of it are planned and queued as the
   // families' are, and refused per call by aten_unsupported.
   virtual bool maps(const std::string& overload) const { return false; }
-  virtual void aten(int device, StreamHandle stream, AtenCall call) = 0;
+  // Launches the call on `stream` of `device`, taking what it keeps from
+  // `call` (moved from, never copied: one hand-over per call).
+  virtual void aten(int device, StreamHandle stream, AtenCall&& call) = 0;
 
   // Whether the provider has a kernel of its own for `op`, whatever a
   // call's dtypes and layouts (which aten_unsupported judges per call): the

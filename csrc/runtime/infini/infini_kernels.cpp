@@ -415,7 +415,7 @@ class InfiniKernels final : public OpKernels {
     return refusal;
   }
 
-  void aten(int device, StreamHandle stream, AtenCall call) override {
+  void aten(int device, StreamHandle stream, AtenCall&& call) override {
     const std::string& name = overload_name(call);
     int implementation = -1;
     Decided& decided = last_decided();
