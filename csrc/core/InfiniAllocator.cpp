@@ -39,8 +39,31 @@ constexpr size_t kRoundLarge = size_t{2} << 20;
 struct Block;
 struct PrivatePool;
 
+// What a pool orders its free blocks by: stream, then size, then address.
+// An allocation looks a block up by {stream, size} alone (the lowest
+// address), so the search key is this, not a whole Block built per call.
+struct BlockKey {
+  c10::StreamId stream;
+  size_t size;
+  const char* ptr;
+};
+
 struct BlockOrder {
-  bool operator()(const Block* a, const Block* b) const;
+  using is_transparent = void;  // lookups by BlockKey
+  static BlockKey key(const Block* block);
+  static const BlockKey& key(const BlockKey& key) { return key; }
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    const BlockKey& x = key(a);
+    const BlockKey& y = key(b);
+    if (x.stream != y.stream) {
+      return x.stream < y.stream;
+    }
+    if (x.size != y.size) {
+      return x.size < y.size;
+    }
+    return std::less<const char*>()(x.ptr, y.ptr);
+  }
 };
 
 struct BlockPool {
@@ -85,14 +108,8 @@ struct Block {
   Context segment_context;
 };
 
-bool BlockOrder::operator()(const Block* a, const Block* b) const {
-  if (a->stream != b->stream) {
-    return a->stream < b->stream;
-  }
-  if (a->size != b->size) {
-    return a->size < b->size;
-  }
-  return std::less<const char*>()(a->ptr, b->ptr);
+inline BlockKey BlockOrder::key(const Block* block) {
+  return {block->stream, block->size, block->ptr};
 }
 
 size_t round_size(size_t size) {
@@ -441,10 +458,8 @@ class DeviceCache {
   }
 
   Block* take_free_block(BlockPool& pool, c10::StreamId stream, size_t size) {
-    Block key;
-    key.stream = stream;
-    key.size = size;
-    auto it = pool.blocks.lower_bound(&key);
+    // The smallest fitting block of the stream, at its lowest address.
+    auto it = pool.blocks.lower_bound(BlockKey{stream, size, nullptr});
     if (it == pool.blocks.end() || (*it)->stream != stream) {
       return nullptr;
     }
