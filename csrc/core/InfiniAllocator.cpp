@@ -152,16 +152,24 @@ bool parse_caching_enabled() {
   return enabled;
 }
 
-void stat_update(StatArray& array, bool small, int64_t delta) {
-  const auto pool = small ? StatType::SMALL_POOL : StatType::LARGE_POOL;
-  for (auto type : {StatType::AGGREGATE, pool}) {
-    Stat& s = array[static_cast<size_t>(type)];
-    if (delta >= 0) {
-      s.increase(static_cast<size_t>(delta));
-    } else {
-      s.decrease(static_cast<size_t>(-delta));
-    }
-  }
+// A figure of CUDA's stats moves in the aggregate and in the block's pool
+// together. Inline and without a sign test: this runs 10 times per
+// allocation and free.
+constexpr size_t kAggregate = static_cast<size_t>(StatType::AGGREGATE);
+
+inline Stat& pool_stat(StatArray& array, bool small) {
+  return array[static_cast<size_t>(small ? StatType::SMALL_POOL
+                                         : StatType::LARGE_POOL)];
+}
+
+inline void stat_increase(StatArray& array, bool small, size_t amount) {
+  array[kAggregate].increase(amount);
+  pool_stat(array, small).increase(amount);
+}
+
+inline void stat_decrease(StatArray& array, bool small, size_t amount) {
+  array[kAggregate].decrease(amount);
+  pool_stat(array, small).decrease(amount);
 }
 
 // One device's allocator state. The mutex guards the pools and stats; it is
@@ -210,14 +218,11 @@ class DeviceCache {
     }
     block->allocated = true;
     block->requested = requested;
-    stat_update(stats_.allocation, pool.is_small, 1);
-    stat_update(stats_.allocated_bytes, pool.is_small,
-                static_cast<int64_t>(block->size));
-    stat_update(stats_.active, pool.is_small, 1);
-    stat_update(stats_.active_bytes, pool.is_small,
-                static_cast<int64_t>(block->size));
-    stat_update(stats_.requested_bytes, pool.is_small,
-                static_cast<int64_t>(requested));
+    stat_increase(stats_.allocation, pool.is_small, 1);
+    stat_increase(stats_.allocated_bytes, pool.is_small, block->size);
+    stat_increase(stats_.active, pool.is_small, 1);
+    stat_increase(stats_.active_bytes, pool.is_small, block->size);
+    stat_increase(stats_.requested_bytes, pool.is_small, requested);
     if (history_on()) {
       block->context = context;
       note(TraceAction::kAlloc, block->ptr, block->size, stream, context);
@@ -231,11 +236,9 @@ class DeviceCache {
     block->allocated = false;
     note(TraceAction::kFreeRequested, block->ptr, block->size, block->stream,
          context);
-    stat_update(stats_.allocation, small, -1);
-    stat_update(stats_.allocated_bytes, small,
-                -static_cast<int64_t>(block->size));
-    stat_update(stats_.requested_bytes, small,
-                -static_cast<int64_t>(block->requested));
+    stat_decrease(stats_.allocation, small, 1);
+    stat_decrease(stats_.allocated_bytes, small, block->size);
+    stat_decrease(stats_.requested_bytes, small, block->requested);
     if (!caching_) {
       // The segment goes back to the runtime, so its own stream must be done
       // with it as well.
@@ -466,9 +469,8 @@ class DeviceCache {
     Block* block = *it;
     pool.blocks.erase(it);
     if (block->prev != nullptr || block->next != nullptr) {
-      stat_update(stats_.inactive_split, pool.is_small, -1);
-      stat_update(stats_.inactive_split_bytes, pool.is_small,
-                  -static_cast<int64_t>(block->size));
+      stat_decrease(stats_.inactive_split, pool.is_small, 1);
+      stat_decrease(stats_.inactive_split_bytes, pool.is_small, block->size);
     }
     return block;
   }
@@ -481,15 +483,14 @@ class DeviceCache {
     size_t total_bytes = 0;
     runtime::provider().mem_get_info(device_, &free_bytes, &total_bytes);
     note(TraceAction::kOom, free_bytes, requested, stream, context);
-    const size_t agg = static_cast<size_t>(StatType::AGGREGATE);
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "infini out of memory. Tried to allocate ",
         format_bytes(requested), " on infini:", static_cast<int>(device_),
         ". Device has ", format_bytes(total_bytes), " total, ",
         format_bytes(free_bytes), " free; ",
-        format_bytes(stats_.allocated_bytes[agg].current),
+        format_bytes(stats_.allocated_bytes[kAggregate].current),
         " allocated by PyTorch, ",
-        format_bytes(stats_.reserved_bytes[agg].current),
+        format_bytes(stats_.reserved_bytes[kAggregate].current),
         " reserved in total by PyTorch",
         limit_ != std::numeric_limits<size_t>::max()
             ? " (capped by set_per_process_memory_fraction at " +
@@ -513,15 +514,14 @@ class DeviceCache {
       ++pool.owner->segments;
     }
     ++stats_.num_device_alloc;
-    stat_update(stats_.segment, pool.is_small, 1);
-    stat_update(stats_.reserved_bytes, pool.is_small,
-                static_cast<int64_t>(bytes));
+    stat_increase(stats_.segment, pool.is_small, 1);
+    stat_increase(stats_.reserved_bytes, pool.is_small, bytes);
     return block;
   }
 
   void* try_runtime_malloc(size_t bytes) {
-    const size_t reserved = static_cast<size_t>(
-        stats_.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current);
+    const size_t reserved =
+        static_cast<size_t>(stats_.reserved_bytes[kAggregate].current);
     if (limit_ != std::numeric_limits<size_t>::max() &&
         reserved + bytes > limit_) {
       return nullptr;
@@ -551,9 +551,9 @@ class DeviceCache {
     block->next = rest;
     block->size = size;
     rest->pool->blocks.insert(rest);
-    stat_update(stats_.inactive_split, rest->pool->is_small, 1);
-    stat_update(stats_.inactive_split_bytes, rest->pool->is_small,
-                static_cast<int64_t>(rest->size));
+    stat_increase(stats_.inactive_split, rest->pool->is_small, 1);
+    stat_increase(stats_.inactive_split_bytes, rest->pool->is_small,
+                  rest->size);
   }
 
   // A block no stream uses any more goes back to its pool (or, without
@@ -565,8 +565,8 @@ class DeviceCache {
            nullptr);
       block->context.reset();
     }
-    stat_update(stats_.active, small, -1);
-    stat_update(stats_.active_bytes, small, -static_cast<int64_t>(block->size));
+    stat_decrease(stats_.active, small, 1);
+    stat_decrease(stats_.active_bytes, small, block->size);
     if (!caching_) {
       free_segment(block);
       return;
@@ -577,9 +577,8 @@ class DeviceCache {
         continue;
       }
       block->pool->blocks.erase(neighbour);
-      stat_update(stats_.inactive_split, small, -1);
-      stat_update(stats_.inactive_split_bytes, small,
-                  -static_cast<int64_t>(neighbour->size));
+      stat_decrease(stats_.inactive_split, small, 1);
+      stat_decrease(stats_.inactive_split_bytes, small, neighbour->size);
       if (neighbour == block->prev) {
         block->ptr = neighbour->ptr;
         block->prev = neighbour->prev;
@@ -599,9 +598,8 @@ class DeviceCache {
       std::unique_ptr<Block> merged(neighbour);
     }
     if (block->prev != nullptr || block->next != nullptr) {
-      stat_update(stats_.inactive_split, small, 1);
-      stat_update(stats_.inactive_split_bytes, small,
-                  static_cast<int64_t>(block->size));
+      stat_increase(stats_.inactive_split, small, 1);
+      stat_increase(stats_.inactive_split_bytes, small, block->size);
     }
     block->pool->blocks.insert(block);
   }
@@ -616,9 +614,8 @@ class DeviceCache {
       --block->pool->owner->segments;
     }
     ++stats_.num_device_free;
-    stat_update(stats_.segment, block->pool->is_small, -1);
-    stat_update(stats_.reserved_bytes, block->pool->is_small,
-                -static_cast<int64_t>(block->size));
+    stat_decrease(stats_.segment, block->pool->is_small, 1);
+    stat_decrease(stats_.reserved_bytes, block->pool->is_small, block->size);
   }
 
   // Returns every cached segment to the runtime that no work can use any
