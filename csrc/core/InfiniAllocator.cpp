@@ -108,6 +108,13 @@ struct Block {
   Context segment_context;
 };
 
+// What the memory history wants of one allocation or free, read once for
+// it: whether it records, and the caller's stack where it keeps one.
+struct CallHistory {
+  bool on = false;
+  Context context;
+};
+
 inline BlockKey BlockOrder::key(const Block* block) {
   return {block->stream, block->size, block->ptr};
 }
@@ -180,9 +187,9 @@ class DeviceCache {
   explicit DeviceCache(c10::DeviceIndex device, bool caching)
       : device_(device), caching_(caching) {}
 
-  // `context`: the caller's stack, where the memory history wants it.
   Block* malloc(size_t requested, c10::StreamId stream,
-                const Context& context = nullptr) {
+                const CallHistory& history) {
+    const Context& context = history.context;
     std::unique_lock<std::mutex> lock(mutex_);
     process_events();
     const size_t size = caching_ ? round_size(requested) : requested;
@@ -209,7 +216,9 @@ class DeviceCache {
           raise_out_of_memory(requested, stream, context);
         }
         block = new_segment(pool, stream, ptr, bytes);
-        note(TraceAction::kSegmentAlloc, block->ptr, bytes, stream, context);
+        if (history.on) {
+          note(TraceAction::kSegmentAlloc, block->ptr, bytes, stream, context);
+        }
         block->segment_context = context;
       }
     }
@@ -223,19 +232,21 @@ class DeviceCache {
     stat_increase(stats_.active, pool.is_small, 1);
     stat_increase(stats_.active_bytes, pool.is_small, block->size);
     stat_increase(stats_.requested_bytes, pool.is_small, requested);
-    if (history_on()) {
+    if (history.on) {
       block->context = context;
       note(TraceAction::kAlloc, block->ptr, block->size, stream, context);
     }
     return block;
   }
 
-  void free(Block* block, const Context& context = nullptr) {
+  void free(Block* block, const CallHistory& history) {
     std::lock_guard<std::mutex> guard(mutex_);
     const bool small = block->pool->is_small;
     block->allocated = false;
-    note(TraceAction::kFreeRequested, block->ptr, block->size, block->stream,
-         context);
+    if (history.on) {
+      note(TraceAction::kFreeRequested, block->ptr, block->size, block->stream,
+           history.context);
+    }
     stat_decrease(stats_.allocation, small, 1);
     stat_decrease(stats_.allocated_bytes, small, block->size);
     stat_decrease(stats_.requested_bytes, small, block->requested);
@@ -254,7 +265,7 @@ class DeviceCache {
       process_events();
       return;
     }
-    release_block(block);
+    release_block(block, history.on);
   }
 
   // Allocations on streams `capturing` accepts (those capturing into the
@@ -417,7 +428,9 @@ class DeviceCache {
       }
       out.segments.push_back(std::move(seg));
     }
-    note(TraceAction::kSnapshot, uint64_t{0}, 0, 0, nullptr);
+    if (history_on()) {
+      note(TraceAction::kSnapshot, uint64_t{0}, 0, 0, nullptr);
+    }
     out.device_traces.at(device_) = trace_.entries();
   }
 
@@ -482,7 +495,9 @@ class DeviceCache {
     size_t free_bytes = 0;
     size_t total_bytes = 0;
     runtime::provider().mem_get_info(device_, &free_bytes, &total_bytes);
-    note(TraceAction::kOom, free_bytes, requested, stream, context);
+    if (history_on()) {
+      note(TraceAction::kOom, free_bytes, requested, stream, context);
+    }
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "infini out of memory. Tried to allocate ",
         format_bytes(requested), " on infini:", static_cast<int>(device_),
@@ -557,10 +572,11 @@ class DeviceCache {
   }
 
   // A block no stream uses any more goes back to its pool (or, without
-  // caching, to the runtime), merged with free neighbours.
-  void release_block(Block* block) {
+  // caching, to the runtime), merged with free neighbours. `history`: what
+  // history_on() said for this free.
+  void release_block(Block* block, bool history) {
     const bool small = block->pool->is_small;
-    if (history_on()) {
+    if (history) {
       note(TraceAction::kFreeCompleted, block->ptr, block->size, block->stream,
            nullptr);
       block->context.reset();
@@ -606,8 +622,10 @@ class DeviceCache {
 
   void free_segment(Block* block) {
     std::unique_ptr<Block> owned(block);
-    note(TraceAction::kSegmentFree, block->ptr, block->size, block->stream,
-         nullptr);
+    if (history_on()) {
+      note(TraceAction::kSegmentFree, block->ptr, block->size, block->stream,
+           nullptr);
+    }
     runtime::provider().free(device_, block->ptr);
     segments_.erase(block->ptr);
     if (block->pool->owner != nullptr) {
@@ -710,12 +728,11 @@ class DeviceCache {
   }
 
   // Appends an action to the trace, where the memory history keeps one;
-  // under the lock. `addr` is the oom entry's free device bytes.
+  // under the lock. `addr` is the oom entry's free device bytes. Callers
+  // test history_on() first (once per allocation or free, on the hot path):
+  // reading the settings takes their lock.
   void note(TraceAction action, uint64_t addr, size_t size,
             c10::StreamId stream, const Context& context) {
-    if (!history_on()) {
-      return;
-    }
     const HistorySettings s = history_settings();
     if (!s.trace || ((s.skipped >> static_cast<int>(action)) & 1u) != 0) {
       return;
@@ -750,7 +767,7 @@ class DeviceCache {
       Block* block = it->second;
       it = pending_.erase(it);
       if (--block->pending_events == 0) {
-        release_block(block);
+        release_block(block, history_on());
       }
     }
   }
@@ -819,13 +836,15 @@ DeviceCache& cache(c10::DeviceIndex device) {
   return *caches()[device];
 }
 
-// The caller's stack, where the memory history wants one for this action.
-Context history_context(bool allocating) {
-  if (!history_on()) {
-    return nullptr;
+CallHistory call_history(bool allocating) {
+  CallHistory history;
+  history.on = history_on();
+  if (history.on) {
+    const HistorySettings s = history_settings();
+    history.context = gather_context(
+        allocating ? s.context_state : s.context_free, s.cpp);
   }
-  const HistorySettings s = history_settings();
-  return gather_context(allocating ? s.context_state : s.context_free, s.cpp);
+  return history;
 }
 
 void delete_block(void* ctx) {
@@ -833,7 +852,7 @@ void delete_block(void* ctx) {
     return;  // a forked child leaves the parent's blocks alone
   }
   auto* block = static_cast<Block*>(ctx);
-  cache(block->device).free(block, history_context(/*allocating=*/false));
+  cache(block->device).free(block, call_history(/*allocating=*/false));
 }
 
 class InfiniDeviceAllocator final : public c10::DeviceAllocator {
@@ -848,7 +867,7 @@ class InfiniDeviceAllocator final : public c10::DeviceAllocator {
     DeviceCache& pool = cache(device);  // checks the device index, once
     Block* block =
         pool.malloc(n, current_stream_of_valid_device(device).id(),
-                    history_context(/*allocating=*/true));
+                    call_history(/*allocating=*/true));
     return {block->ptr, block, &delete_block, where};
   }
 
