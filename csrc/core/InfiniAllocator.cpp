@@ -831,9 +831,26 @@ std::vector<std::unique_ptr<DeviceCache>>& caches() {
   return all;
 }
 
+// The cache of a device index a caller passed.
 DeviceCache& cache(c10::DeviceIndex device) {
   check_device(device);
   return *caches()[device];
+}
+
+// The cache of the calling thread's current device. current_device() is 0
+// until set_device, which checks every index it sets, so the one index that
+// can be invalid here is that 0 in a process without a device: check_device
+// raises for it (saying why) every time, since the count is fixed once
+// counted, and once it passed nothing is left to check.
+DeviceCache& current_cache(c10::DeviceIndex device) {
+  static const bool device_exists = (check_device(0), true);
+  (void)device_exists;
+  return *caches()[device];
+}
+
+// The cache that allocated `block` (its device was valid then).
+DeviceCache& cache_of(const Block* block) {
+  return *caches()[block->device];
 }
 
 CallHistory call_history(bool allocating) {
@@ -852,7 +869,7 @@ void delete_block(void* ctx) {
     return;  // a forked child leaves the parent's blocks alone
   }
   auto* block = static_cast<Block*>(ctx);
-  cache(block->device).free(block, call_history(/*allocating=*/false));
+  cache_of(block).free(block, call_history(/*allocating=*/false));
 }
 
 class InfiniDeviceAllocator final : public c10::DeviceAllocator {
@@ -864,10 +881,9 @@ class InfiniDeviceAllocator final : public c10::DeviceAllocator {
     if (n == 0) {
       return {nullptr, nullptr, &delete_block, where};
     }
-    DeviceCache& pool = cache(device);  // checks the device index, once
-    Block* block =
-        pool.malloc(n, current_stream_of_valid_device(device).id(),
-                    call_history(/*allocating=*/true));
+    Block* block = current_cache(device).malloc(
+        n, current_stream_of_valid_device(device).id(),
+        call_history(/*allocating=*/true));
     return {block->ptr, block, &delete_block, where};
   }
 
@@ -930,7 +946,7 @@ void record_stream(const c10::DataPtr& ptr, c10::Stream stream) {
               "device allocator");
   check_stream(stream);
   auto* block = static_cast<Block*>(ptr.get_context());
-  cache(block->device).record_stream(block, stream);
+  cache_of(block).record_stream(block, stream);
 }
 
 c10::DeviceIndex device_of_pointer(const void* ptr) {
