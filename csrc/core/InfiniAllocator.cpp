@@ -66,10 +66,12 @@ struct BlockOrder {
   }
 };
 
+using FreeBlocks = std::set<Block*, BlockOrder>;
+
 struct BlockPool {
   explicit BlockPool(bool small, PrivatePool* owner_pool = nullptr)
       : is_small(small), owner(owner_pool) {}
-  std::set<Block*, BlockOrder> blocks;
+  FreeBlocks blocks;
   const bool is_small;
   PrivatePool* const owner;  // the graph-private pool it belongs to, if any
 };
@@ -480,7 +482,7 @@ class DeviceCache {
       return nullptr;
     }
     Block* block = *it;
-    pool.blocks.erase(it);
+    keep_node(pool.blocks.extract(it));
     if (block->prev != nullptr || block->next != nullptr) {
       stat_decrease(stats_.inactive_split, pool.is_small, 1);
       stat_decrease(stats_.inactive_split_bytes, pool.is_small, block->size);
@@ -517,8 +519,7 @@ class DeviceCache {
 
   Block* new_segment(BlockPool& pool, c10::StreamId stream, void* ptr,
                      size_t bytes) {
-    auto owned = std::make_unique<Block>();
-    Block* block = owned.release();  // owned by the pools from here on
+    Block* block = make_block().release();  // owned by the pools from here on
     block->device = device_;
     block->stream = stream;
     block->size = bytes;
@@ -551,8 +552,7 @@ class DeviceCache {
   }
 
   void split(Block* block, size_t size) {
-    auto owned = std::make_unique<Block>();
-    Block* rest = owned.release();
+    Block* rest = make_block().release();
     rest->device = device_;
     rest->stream = block->stream;
     rest->pool = block->pool;
@@ -565,7 +565,7 @@ class DeviceCache {
     }
     block->next = rest;
     block->size = size;
-    rest->pool->blocks.insert(rest);
+    insert_free(*rest->pool, rest);
     stat_increase(stats_.inactive_split, rest->pool->is_small, 1);
     stat_increase(stats_.inactive_split_bytes, rest->pool->is_small,
                   rest->size);
@@ -592,7 +592,7 @@ class DeviceCache {
           neighbour->pending_events > 0) {
         continue;
       }
-      block->pool->blocks.erase(neighbour);
+      keep_node(block->pool->blocks.extract(neighbour));
       stat_decrease(stats_.inactive_split, small, 1);
       stat_decrease(stats_.inactive_split_bytes, small, neighbour->size);
       if (neighbour == block->prev) {
@@ -611,13 +611,46 @@ class DeviceCache {
         }
       }
       block->size += neighbour->size;
-      std::unique_ptr<Block> merged(neighbour);
+      keep_block(std::unique_ptr<Block>(neighbour));
     }
     if (block->prev != nullptr || block->next != nullptr) {
       stat_increase(stats_.inactive_split, small, 1);
       stat_increase(stats_.inactive_split_bytes, small, block->size);
     }
-    block->pool->blocks.insert(block);
+    insert_free(*block->pool, block);
+  }
+
+  // One allocation and one free of a small tensor, repeated, split a free
+  // block and merge it back each time: the set node and the Block that the
+  // last removal and merge gave up are kept for the next insertion and
+  // split, so such a loop takes nothing from the heap.
+  void keep_node(FreeBlocks::node_type node) {
+    if (spare_node_.empty()) {
+      spare_node_ = std::move(node);
+    }
+  }
+
+  void insert_free(BlockPool& pool, Block* block) {
+    if (spare_node_.empty()) {
+      pool.blocks.insert(block);
+      return;
+    }
+    spare_node_.value() = block;
+    pool.blocks.insert(std::move(spare_node_));
+  }
+
+  void keep_block(std::unique_ptr<Block> block) {
+    if (spare_block_ == nullptr) {
+      *block = Block();  // nothing of the merged block's state stays
+      spare_block_ = std::move(block);
+    }
+  }
+
+  std::unique_ptr<Block> make_block() {
+    if (spare_block_ != nullptr) {
+      return std::move(spare_block_);
+    }
+    return std::make_unique<Block>();
   }
 
   void free_segment(Block* block) {
@@ -816,6 +849,8 @@ class DeviceCache {
   std::vector<Block*> deferred_;  // frees whose events wait for no capture
   DeviceStats stats_;
   size_t limit_ = std::numeric_limits<size_t>::max();
+  FreeBlocks::node_type spare_node_;  // see keep_node
+  std::unique_ptr<Block> spare_block_;
 };
 
 std::vector<std::unique_ptr<DeviceCache>>& caches() {
