@@ -375,6 +375,30 @@ print("FRESH " + json.dumps(out), flush=True)
 """
 
 
+def test_blocks_split_from_a_segment_and_merge_back_with_cuda_figures(subprocess_results):
+    """The figures CUDA's caching allocator gives: 512-byte rounding, a 2 MiB
+    segment for small requests and 20 MiB for those up to 10 MiB, a free block
+    of the same stream reused at the lowest fitting size and address, split
+    remainders counted as inactive splits until merged back."""
+    r = _result(subprocess_results["small_device"], "SPLITS")
+    steps = r["steps"]
+    # [segments, active blocks, inactive splits, their bytes, allocated, reserved]
+    assert steps["a"] == [1, 1, 1, 2 * MiB - 1024, 1024, 2 * MiB]
+    assert steps["a b"] == [1, 2, 1, 2 * MiB - 4096, 4096, 2 * MiB]
+    # a's block is free between the segment's start and b: a split of its own.
+    assert steps["b"] == [1, 1, 2, 2 * MiB - 3072, 3072, 2 * MiB]
+    # 900 bytes round to 1 KiB: a's block fits exactly, is reused, not split.
+    assert r["reused"] == [True, True, True]
+    assert steps["b c"] == [1, 2, 1, 2 * MiB - 4096, 4096, 2 * MiB]
+    assert steps["b again"] == steps["b"]
+    # b's free merges it with both free neighbours: one free segment again.
+    assert steps["none"] == [1, 0, 0, 0, 0, 2 * MiB]
+    # 3 MiB from a 20 MiB segment: the 17 MiB rest is split off (over 1 MiB).
+    assert steps["large"] == [1, 1, 1, 17 * MiB, 3 * MiB, 20 * MiB]
+    assert steps["large freed"] == [1, 0, 0, 0, 0, 20 * MiB]
+    assert r["reserved_after_empty_cache"] == 0
+
+
 def test_fresh_process_figures_are_exact(subprocess_results):
     r = _result(subprocess_results["small_device"], "FRESH")
     assert r["allocated0"] == 0 and r["reserved0"] == 0
@@ -387,6 +411,43 @@ def test_fresh_process_figures_are_exact(subprocess_results):
     assert r["segments_after_empty_cache"] == 0
     assert r["free_after_empty_cache_is_total"]
     assert r["device_alloc_free_balanced"]
+
+
+SPLITS = r"""
+# Runs after FRESH, with no segment left: blocks carved from one segment per
+# pool, freed and reused, with the split figures after each step.
+def figures(pool):
+    s = M.memory_stats()
+    keys = ("segment", "active", "inactive_split", "inactive_split_bytes", "allocated_bytes", "reserved_bytes")
+    return [s[f"{k}.{pool}.current"] for k in keys]
+def u8(n):
+    return torch.empty(n, dtype=torch.uint8, device="infini")
+steps = {}
+a = u8(1000)
+a_addr = a.data_ptr()
+steps["a"] = figures("small_pool")
+b = u8(3000)
+steps["a b"] = figures("small_pool")
+del a
+steps["b"] = figures("small_pool")
+reused = []
+for _ in range(3):
+    c = u8(900)
+    reused.append(c.data_ptr() == a_addr)
+    steps["b c"] = figures("small_pool")
+    del c
+steps["b again"] = figures("small_pool")
+del b
+steps["none"] = figures("small_pool")
+big = u8(3 << 20)
+steps["large"] = figures("large_pool")
+del big
+steps["large freed"] = figures("large_pool")
+out = {"steps": steps, "reused": reused}
+M.empty_cache()
+out["reserved_after_empty_cache"] = M.memory_reserved()
+print("SPLITS " + json.dumps(out), flush=True)
+"""
 
 
 SMALL_DEVICE = r"""
@@ -522,11 +583,12 @@ torch.empty(4, device="infini")
 """
 
 SCRIPTS = {
-    # One process for both (each subprocess costs a torch import): the exact
-    # figures of a fresh process first, then out-of-memory on a 64 MiB device.
+    # One process for all three (each subprocess costs a torch import): the
+    # exact figures of a fresh process first, then those of splits and merges,
+    # then out-of-memory on a 64 MiB device.
     # The host runtime's device size is configurable: exact figures and OOM are
     # tested there, whichever provider this build selects by default.
-    "small_device": (FRESH + SMALL_DEVICE, {"TORCH_INFINI_HOST_MEMORY": "64M", "TORCH_INFINI_PROVIDER": "host"}),
+    "small_device": (FRESH + SPLITS + SMALL_DEVICE, {"TORCH_INFINI_HOST_MEMORY": "64M", "TORCH_INFINI_PROVIDER": "host"}),
     "caching_off": (CACHING_OFF, {"TORCH_INFINI_ALLOC_CONF": "caching:0"}),
     "bad_conf": (BAD_CONF, {"TORCH_INFINI_ALLOC_CONF": "caching:maybe"}),
 }

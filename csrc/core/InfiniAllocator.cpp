@@ -39,14 +39,39 @@ constexpr size_t kRoundLarge = size_t{2} << 20;
 struct Block;
 struct PrivatePool;
 
-struct BlockOrder {
-  bool operator()(const Block* a, const Block* b) const;
+// What a pool orders its free blocks by: stream, then size, then address.
+// An allocation looks a block up by {stream, size} alone (the lowest
+// address), so the search key is this, not a whole Block built per call.
+struct BlockKey {
+  c10::StreamId stream;
+  size_t size;
+  const char* ptr;
 };
+
+struct BlockOrder {
+  using is_transparent = void;  // lookups by BlockKey
+  static BlockKey key(const Block* block);
+  static const BlockKey& key(const BlockKey& key) { return key; }
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    const BlockKey& x = key(a);
+    const BlockKey& y = key(b);
+    if (x.stream != y.stream) {
+      return x.stream < y.stream;
+    }
+    if (x.size != y.size) {
+      return x.size < y.size;
+    }
+    return std::less<const char*>()(x.ptr, y.ptr);
+  }
+};
+
+using FreeBlocks = std::set<Block*, BlockOrder>;
 
 struct BlockPool {
   explicit BlockPool(bool small, PrivatePool* owner_pool = nullptr)
       : is_small(small), owner(owner_pool) {}
-  std::set<Block*, BlockOrder> blocks;
+  FreeBlocks blocks;
   const bool is_small;
   PrivatePool* const owner;  // the graph-private pool it belongs to, if any
 };
@@ -85,14 +110,15 @@ struct Block {
   Context segment_context;
 };
 
-bool BlockOrder::operator()(const Block* a, const Block* b) const {
-  if (a->stream != b->stream) {
-    return a->stream < b->stream;
-  }
-  if (a->size != b->size) {
-    return a->size < b->size;
-  }
-  return std::less<const char*>()(a->ptr, b->ptr);
+// What the memory history wants of one allocation or free, read once for
+// it: whether it records, and the caller's stack where it keeps one.
+struct CallHistory {
+  bool on = false;
+  Context context;
+};
+
+inline BlockKey BlockOrder::key(const Block* block) {
+  return {block->stream, block->size, block->ptr};
 }
 
 size_t round_size(size_t size) {
@@ -135,16 +161,24 @@ bool parse_caching_enabled() {
   return enabled;
 }
 
-void stat_update(StatArray& array, bool small, int64_t delta) {
-  const auto pool = small ? StatType::SMALL_POOL : StatType::LARGE_POOL;
-  for (auto type : {StatType::AGGREGATE, pool}) {
-    Stat& s = array[static_cast<size_t>(type)];
-    if (delta >= 0) {
-      s.increase(static_cast<size_t>(delta));
-    } else {
-      s.decrease(static_cast<size_t>(-delta));
-    }
-  }
+// A figure of CUDA's stats moves in the aggregate and in the block's pool
+// together. Inline and without a sign test: this runs 10 times per
+// allocation and free.
+constexpr size_t kAggregate = static_cast<size_t>(StatType::AGGREGATE);
+
+inline Stat& pool_stat(StatArray& array, bool small) {
+  return array[static_cast<size_t>(small ? StatType::SMALL_POOL
+                                         : StatType::LARGE_POOL)];
+}
+
+inline void stat_increase(StatArray& array, bool small, size_t amount) {
+  array[kAggregate].increase(amount);
+  pool_stat(array, small).increase(amount);
+}
+
+inline void stat_decrease(StatArray& array, bool small, size_t amount) {
+  array[kAggregate].decrease(amount);
+  pool_stat(array, small).decrease(amount);
 }
 
 // One device's allocator state. The mutex guards the pools and stats; it is
@@ -155,9 +189,9 @@ class DeviceCache {
   explicit DeviceCache(c10::DeviceIndex device, bool caching)
       : device_(device), caching_(caching) {}
 
-  // `context`: the caller's stack, where the memory history wants it.
   Block* malloc(size_t requested, c10::StreamId stream,
-                const Context& context = nullptr) {
+                const CallHistory& history) {
+    const Context& context = history.context;
     std::unique_lock<std::mutex> lock(mutex_);
     process_events();
     const size_t size = caching_ ? round_size(requested) : requested;
@@ -184,7 +218,9 @@ class DeviceCache {
           raise_out_of_memory(requested, stream, context);
         }
         block = new_segment(pool, stream, ptr, bytes);
-        note(TraceAction::kSegmentAlloc, block->ptr, bytes, stream, context);
+        if (history.on) {
+          note(TraceAction::kSegmentAlloc, block->ptr, bytes, stream, context);
+        }
         block->segment_context = context;
       }
     }
@@ -193,32 +229,29 @@ class DeviceCache {
     }
     block->allocated = true;
     block->requested = requested;
-    stat_update(stats_.allocation, pool.is_small, 1);
-    stat_update(stats_.allocated_bytes, pool.is_small,
-                static_cast<int64_t>(block->size));
-    stat_update(stats_.active, pool.is_small, 1);
-    stat_update(stats_.active_bytes, pool.is_small,
-                static_cast<int64_t>(block->size));
-    stat_update(stats_.requested_bytes, pool.is_small,
-                static_cast<int64_t>(requested));
-    if (history_on()) {
+    stat_increase(stats_.allocation, pool.is_small, 1);
+    stat_increase(stats_.allocated_bytes, pool.is_small, block->size);
+    stat_increase(stats_.active, pool.is_small, 1);
+    stat_increase(stats_.active_bytes, pool.is_small, block->size);
+    stat_increase(stats_.requested_bytes, pool.is_small, requested);
+    if (history.on) {
       block->context = context;
       note(TraceAction::kAlloc, block->ptr, block->size, stream, context);
     }
     return block;
   }
 
-  void free(Block* block, const Context& context = nullptr) {
+  void free(Block* block, const CallHistory& history) {
     std::lock_guard<std::mutex> guard(mutex_);
     const bool small = block->pool->is_small;
     block->allocated = false;
-    note(TraceAction::kFreeRequested, block->ptr, block->size, block->stream,
-         context);
-    stat_update(stats_.allocation, small, -1);
-    stat_update(stats_.allocated_bytes, small,
-                -static_cast<int64_t>(block->size));
-    stat_update(stats_.requested_bytes, small,
-                -static_cast<int64_t>(block->requested));
+    if (history.on) {
+      note(TraceAction::kFreeRequested, block->ptr, block->size, block->stream,
+           history.context);
+    }
+    stat_decrease(stats_.allocation, small, 1);
+    stat_decrease(stats_.allocated_bytes, small, block->size);
+    stat_decrease(stats_.requested_bytes, small, block->requested);
     if (!caching_) {
       // The segment goes back to the runtime, so its own stream must be done
       // with it as well.
@@ -234,7 +267,7 @@ class DeviceCache {
       process_events();
       return;
     }
-    release_block(block);
+    release_block(block, history.on);
   }
 
   // Allocations on streams `capturing` accepts (those capturing into the
@@ -397,7 +430,9 @@ class DeviceCache {
       }
       out.segments.push_back(std::move(seg));
     }
-    note(TraceAction::kSnapshot, uint64_t{0}, 0, 0, nullptr);
+    if (history_on()) {
+      note(TraceAction::kSnapshot, uint64_t{0}, 0, 0, nullptr);
+    }
     out.device_traces.at(device_) = trace_.entries();
   }
 
@@ -441,19 +476,16 @@ class DeviceCache {
   }
 
   Block* take_free_block(BlockPool& pool, c10::StreamId stream, size_t size) {
-    Block key;
-    key.stream = stream;
-    key.size = size;
-    auto it = pool.blocks.lower_bound(&key);
+    // The smallest fitting block of the stream, at its lowest address.
+    auto it = pool.blocks.lower_bound(BlockKey{stream, size, nullptr});
     if (it == pool.blocks.end() || (*it)->stream != stream) {
       return nullptr;
     }
     Block* block = *it;
-    pool.blocks.erase(it);
+    keep_node(pool.blocks.extract(it));
     if (block->prev != nullptr || block->next != nullptr) {
-      stat_update(stats_.inactive_split, pool.is_small, -1);
-      stat_update(stats_.inactive_split_bytes, pool.is_small,
-                  -static_cast<int64_t>(block->size));
+      stat_decrease(stats_.inactive_split, pool.is_small, 1);
+      stat_decrease(stats_.inactive_split_bytes, pool.is_small, block->size);
     }
     return block;
   }
@@ -465,16 +497,17 @@ class DeviceCache {
     size_t free_bytes = 0;
     size_t total_bytes = 0;
     runtime::provider().mem_get_info(device_, &free_bytes, &total_bytes);
-    note(TraceAction::kOom, free_bytes, requested, stream, context);
-    const size_t agg = static_cast<size_t>(StatType::AGGREGATE);
+    if (history_on()) {
+      note(TraceAction::kOom, free_bytes, requested, stream, context);
+    }
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "infini out of memory. Tried to allocate ",
         format_bytes(requested), " on infini:", static_cast<int>(device_),
         ". Device has ", format_bytes(total_bytes), " total, ",
         format_bytes(free_bytes), " free; ",
-        format_bytes(stats_.allocated_bytes[agg].current),
+        format_bytes(stats_.allocated_bytes[kAggregate].current),
         " allocated by PyTorch, ",
-        format_bytes(stats_.reserved_bytes[agg].current),
+        format_bytes(stats_.reserved_bytes[kAggregate].current),
         " reserved in total by PyTorch",
         limit_ != std::numeric_limits<size_t>::max()
             ? " (capped by set_per_process_memory_fraction at " +
@@ -486,8 +519,7 @@ class DeviceCache {
 
   Block* new_segment(BlockPool& pool, c10::StreamId stream, void* ptr,
                      size_t bytes) {
-    auto owned = std::make_unique<Block>();
-    Block* block = owned.release();  // owned by the pools from here on
+    Block* block = make_block().release();  // owned by the pools from here on
     block->device = device_;
     block->stream = stream;
     block->size = bytes;
@@ -498,15 +530,14 @@ class DeviceCache {
       ++pool.owner->segments;
     }
     ++stats_.num_device_alloc;
-    stat_update(stats_.segment, pool.is_small, 1);
-    stat_update(stats_.reserved_bytes, pool.is_small,
-                static_cast<int64_t>(bytes));
+    stat_increase(stats_.segment, pool.is_small, 1);
+    stat_increase(stats_.reserved_bytes, pool.is_small, bytes);
     return block;
   }
 
   void* try_runtime_malloc(size_t bytes) {
-    const size_t reserved = static_cast<size_t>(
-        stats_.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current);
+    const size_t reserved =
+        static_cast<size_t>(stats_.reserved_bytes[kAggregate].current);
     if (limit_ != std::numeric_limits<size_t>::max() &&
         reserved + bytes > limit_) {
       return nullptr;
@@ -521,8 +552,7 @@ class DeviceCache {
   }
 
   void split(Block* block, size_t size) {
-    auto owned = std::make_unique<Block>();
-    Block* rest = owned.release();
+    Block* rest = make_block().release();
     rest->device = device_;
     rest->stream = block->stream;
     rest->pool = block->pool;
@@ -535,23 +565,24 @@ class DeviceCache {
     }
     block->next = rest;
     block->size = size;
-    rest->pool->blocks.insert(rest);
-    stat_update(stats_.inactive_split, rest->pool->is_small, 1);
-    stat_update(stats_.inactive_split_bytes, rest->pool->is_small,
-                static_cast<int64_t>(rest->size));
+    insert_free(*rest->pool, rest);
+    stat_increase(stats_.inactive_split, rest->pool->is_small, 1);
+    stat_increase(stats_.inactive_split_bytes, rest->pool->is_small,
+                  rest->size);
   }
 
   // A block no stream uses any more goes back to its pool (or, without
-  // caching, to the runtime), merged with free neighbours.
-  void release_block(Block* block) {
+  // caching, to the runtime), merged with free neighbours. `history`: what
+  // history_on() said for this free.
+  void release_block(Block* block, bool history) {
     const bool small = block->pool->is_small;
-    if (history_on()) {
+    if (history) {
       note(TraceAction::kFreeCompleted, block->ptr, block->size, block->stream,
            nullptr);
       block->context.reset();
     }
-    stat_update(stats_.active, small, -1);
-    stat_update(stats_.active_bytes, small, -static_cast<int64_t>(block->size));
+    stat_decrease(stats_.active, small, 1);
+    stat_decrease(stats_.active_bytes, small, block->size);
     if (!caching_) {
       free_segment(block);
       return;
@@ -561,10 +592,9 @@ class DeviceCache {
           neighbour->pending_events > 0) {
         continue;
       }
-      block->pool->blocks.erase(neighbour);
-      stat_update(stats_.inactive_split, small, -1);
-      stat_update(stats_.inactive_split_bytes, small,
-                  -static_cast<int64_t>(neighbour->size));
+      keep_node(block->pool->blocks.extract(neighbour));
+      stat_decrease(stats_.inactive_split, small, 1);
+      stat_decrease(stats_.inactive_split_bytes, small, neighbour->size);
       if (neighbour == block->prev) {
         block->ptr = neighbour->ptr;
         block->prev = neighbour->prev;
@@ -581,29 +611,62 @@ class DeviceCache {
         }
       }
       block->size += neighbour->size;
-      std::unique_ptr<Block> merged(neighbour);
+      keep_block(std::unique_ptr<Block>(neighbour));
     }
     if (block->prev != nullptr || block->next != nullptr) {
-      stat_update(stats_.inactive_split, small, 1);
-      stat_update(stats_.inactive_split_bytes, small,
-                  static_cast<int64_t>(block->size));
+      stat_increase(stats_.inactive_split, small, 1);
+      stat_increase(stats_.inactive_split_bytes, small, block->size);
     }
-    block->pool->blocks.insert(block);
+    insert_free(*block->pool, block);
+  }
+
+  // One allocation and one free of a small tensor, repeated, split a free
+  // block and merge it back each time: the set node and the Block that the
+  // last removal and merge gave up are kept for the next insertion and
+  // split, so such a loop takes nothing from the heap.
+  void keep_node(FreeBlocks::node_type node) {
+    if (spare_node_.empty()) {
+      spare_node_ = std::move(node);
+    }
+  }
+
+  void insert_free(BlockPool& pool, Block* block) {
+    if (spare_node_.empty()) {
+      pool.blocks.insert(block);
+      return;
+    }
+    spare_node_.value() = block;
+    pool.blocks.insert(std::move(spare_node_));
+  }
+
+  void keep_block(std::unique_ptr<Block> block) {
+    if (spare_block_ == nullptr) {
+      *block = Block();  // nothing of the merged block's state stays
+      spare_block_ = std::move(block);
+    }
+  }
+
+  std::unique_ptr<Block> make_block() {
+    if (spare_block_ != nullptr) {
+      return std::move(spare_block_);
+    }
+    return std::make_unique<Block>();
   }
 
   void free_segment(Block* block) {
     std::unique_ptr<Block> owned(block);
-    note(TraceAction::kSegmentFree, block->ptr, block->size, block->stream,
-         nullptr);
+    if (history_on()) {
+      note(TraceAction::kSegmentFree, block->ptr, block->size, block->stream,
+           nullptr);
+    }
     runtime::provider().free(device_, block->ptr);
     segments_.erase(block->ptr);
     if (block->pool->owner != nullptr) {
       --block->pool->owner->segments;
     }
     ++stats_.num_device_free;
-    stat_update(stats_.segment, block->pool->is_small, -1);
-    stat_update(stats_.reserved_bytes, block->pool->is_small,
-                -static_cast<int64_t>(block->size));
+    stat_decrease(stats_.segment, block->pool->is_small, 1);
+    stat_decrease(stats_.reserved_bytes, block->pool->is_small, block->size);
   }
 
   // Returns every cached segment to the runtime that no work can use any
@@ -698,12 +761,11 @@ class DeviceCache {
   }
 
   // Appends an action to the trace, where the memory history keeps one;
-  // under the lock. `addr` is the oom entry's free device bytes.
+  // under the lock. `addr` is the oom entry's free device bytes. Callers
+  // test history_on() first (once per allocation or free, on the hot path):
+  // reading the settings takes their lock.
   void note(TraceAction action, uint64_t addr, size_t size,
             c10::StreamId stream, const Context& context) {
-    if (!history_on()) {
-      return;
-    }
     const HistorySettings s = history_settings();
     if (!s.trace || ((s.skipped >> static_cast<int>(action)) & 1u) != 0) {
       return;
@@ -738,7 +800,7 @@ class DeviceCache {
       Block* block = it->second;
       it = pending_.erase(it);
       if (--block->pending_events == 0) {
-        release_block(block);
+        release_block(block, history_on());
       }
     }
   }
@@ -787,6 +849,8 @@ class DeviceCache {
   std::vector<Block*> deferred_;  // frees whose events wait for no capture
   DeviceStats stats_;
   size_t limit_ = std::numeric_limits<size_t>::max();
+  FreeBlocks::node_type spare_node_;  // see keep_node
+  std::unique_ptr<Block> spare_block_;
 };
 
 std::vector<std::unique_ptr<DeviceCache>>& caches() {
@@ -802,18 +866,37 @@ std::vector<std::unique_ptr<DeviceCache>>& caches() {
   return all;
 }
 
+// The cache of a device index a caller passed.
 DeviceCache& cache(c10::DeviceIndex device) {
   check_device(device);
   return *caches()[device];
 }
 
-// The caller's stack, where the memory history wants one for this action.
-Context history_context(bool allocating) {
-  if (!history_on()) {
-    return nullptr;
+// The cache of the calling thread's current device. current_device() is 0
+// until set_device, which checks every index it sets, so the one index that
+// can be invalid here is that 0 in a process without a device: check_device
+// raises for it (saying why) every time, since the count is fixed once
+// counted, and once it passed nothing is left to check.
+DeviceCache& current_cache(c10::DeviceIndex device) {
+  static const bool device_exists = (check_device(0), true);
+  (void)device_exists;
+  return *caches()[device];
+}
+
+// The cache that allocated `block` (its device was valid then).
+DeviceCache& cache_of(const Block* block) {
+  return *caches()[block->device];
+}
+
+CallHistory call_history(bool allocating) {
+  CallHistory history;
+  history.on = history_on();
+  if (history.on) {
+    const HistorySettings s = history_settings();
+    history.context = gather_context(
+        allocating ? s.context_state : s.context_free, s.cpp);
   }
-  const HistorySettings s = history_settings();
-  return gather_context(allocating ? s.context_state : s.context_free, s.cpp);
+  return history;
 }
 
 void delete_block(void* ctx) {
@@ -821,7 +904,7 @@ void delete_block(void* ctx) {
     return;  // a forked child leaves the parent's blocks alone
   }
   auto* block = static_cast<Block*>(ctx);
-  cache(block->device).free(block, history_context(/*allocating=*/false));
+  cache_of(block).free(block, call_history(/*allocating=*/false));
 }
 
 class InfiniDeviceAllocator final : public c10::DeviceAllocator {
@@ -833,10 +916,9 @@ class InfiniDeviceAllocator final : public c10::DeviceAllocator {
     if (n == 0) {
       return {nullptr, nullptr, &delete_block, where};
     }
-    DeviceCache& pool = cache(device);  // checks the device index, once
-    Block* block =
-        pool.malloc(n, current_stream_of_valid_device(device).id(),
-                    history_context(/*allocating=*/true));
+    Block* block = current_cache(device).malloc(
+        n, current_stream_of_valid_device(device).id(),
+        call_history(/*allocating=*/true));
     return {block->ptr, block, &delete_block, where};
   }
 
@@ -899,7 +981,7 @@ void record_stream(const c10::DataPtr& ptr, c10::Stream stream) {
               "device allocator");
   check_stream(stream);
   auto* block = static_cast<Block*>(ptr.get_context());
-  cache(block->device).record_stream(block, stream);
+  cache_of(block).record_stream(block, stream);
 }
 
 c10::DeviceIndex device_of_pointer(const void* ptr) {
