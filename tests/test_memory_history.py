@@ -86,7 +86,11 @@ def test_a_free_waiting_for_another_stream_is_pending_until_that_work_is_done():
     side = torch.infini.Stream()
     t = _allocate_here(KiB)
     addr = t.data_ptr()
-    hold(side, 300)
+    with torch.infini.stream(side):
+        t.add_(1)  # once before the hold: a first call of a kind may run directly, waiting for the stream
+    # Long enough to outlast the lines below on a loaded machine (300 ms
+    # once did not): the free must find the side stream's work pending.
+    hold(side, 1000)
     with torch.infini.stream(side):
         t.add_(1)  # queued behind the hold
     t.record_stream(side)
