@@ -42,17 +42,15 @@ def _results(ranks: list[dict], case: str) -> list[dict[str, torch.Tensor]]:
     refused an operator its Infini stack has no InfiniOps kernel for (a
     WITH_TORCH=OFF build has no div) skips the case with that refusal, as
     ``unserved_skips`` does in one process."""
-    errors = [results[case]["error"] if case in results else f"did not run {case}"
-              for results in ranks if case not in results or results[case]["error"]]
+    errors = {r: results[case]["error"] if case in results else f"did not run {case}"
+              for r, results in enumerate(ranks) if case not in results or results[case]["error"]}
     refusals = [next((line for line in error.splitlines()
                       if line.startswith("NotImplementedError:") and "InfiniOps" in line), None)
-                for error in errors]
+                for error in errors.values()]
     if errors and not on_host() and all(refusals):
         pytest.skip(refusals[0][:300])
-    failures = [f"rank {r}:\n{results[case]['error'] if case in results else 'did not run ' + case}"
-                for r, results in enumerate(ranks) if case not in results or results[case]["error"]]
-    if failures:
-        pytest.fail("\n".join(failures), pytrace=False)
+    if errors:
+        pytest.fail("\n".join(f"rank {r}:\n{error}" for r, error in errors.items()), pytrace=False)
     return [{name: torch.tensor(t["values"], dtype=getattr(torch, t["dtype"]))
              for name, t in results[case]["tensors"].items()} for results in ranks]
 
