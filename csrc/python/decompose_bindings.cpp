@@ -1,6 +1,8 @@
 #include "python/decompose_bindings.h"
 
+#include <ATen/ScalarOps.h>
 #include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/pybind.h>
@@ -48,8 +50,68 @@ py::object to_python(const c10::IValue& value, const c10::TypePtr& type) {
   return torch::jit::toPyObject(value);
 }
 
+// `value` as the dispatcher had it for a Tensor argument: a Python number
+// there was a wrapped-number tensor, which Python kernels and modes are
+// shown as the number.
+py::object as_dispatched(const py::handle value, const c10::Argument& argument) {
+  c10::TypePtr type = argument.real_type();
+  if (const auto* optional = type->castRaw<c10::OptionalType>()) {
+    type = optional->getElementType();
+  }
+  if (type->kind() != c10::TypeKind::TensorType ||
+      THPVariable_Check(value.ptr()) || value.is_none()) {
+    return py::reinterpret_borrow<py::object>(value);
+  }
+  // (A bool first: to NumberType it would be an int, of another dtype.)
+  const c10::Scalar number = PyBool_Check(value.ptr())
+      ? c10::Scalar(value.cast<bool>())
+      : torch::jit::toIValue(value, c10::NumberType::get()).toScalar();
+  return py::reinterpret_steal<py::object>(
+      THPVariable_Wrap(at::native::wrapped_scalar_tensor(number)));
+}
+
+// The calls the runner recorded, [(overload, args, kwargs, out), ...], as
+// the dispatcher had them.
+void convert_recorded_calls(const py::list& calls, ops::Recording* recording) {
+  for (const py::handle call : calls) {
+    const py::tuple parts = call.cast<py::tuple>();
+    const py::object overload = parts[0];
+    const py::object schema_object = overload.attr("_schema");
+    const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(
+        schema_object.attr("name").cast<std::string>().c_str(),
+        schema_object.attr("overload_name").cast<std::string>().c_str());
+    const auto& schema = op.schema();
+    const py::tuple given = parts[1].cast<py::tuple>();
+    py::tuple positional(given.size());
+    for (size_t i = 0; i < given.size(); ++i) {
+      positional[i] = i < schema.arguments().size()
+          ? as_dispatched(given[i], schema.arguments()[i])
+          : py::reinterpret_borrow<py::object>(given[i]);
+    }
+    py::kwargs keywords;
+    for (const auto& [key, value] : parts[2].cast<py::dict>()) {
+      const auto index = schema.argumentIndexWithName(key.cast<std::string>());
+      keywords[key] = index ? as_dispatched(value, schema.arguments()[*index])
+                            : py::reinterpret_borrow<py::object>(value);
+    }
+    torch::jit::Stack arguments = torch::jit::createStackForSchema(
+        schema, torch::jit::tuple_slice(positional), keywords, std::nullopt);
+    std::vector<c10::IValue> returns;
+    const auto& types = schema.returns();
+    if (types.size() == 1) {
+      returns.push_back(torch::jit::toIValue(parts[3], types[0].real_type()));
+    } else if (!types.empty()) {
+      const py::sequence items = parts[3].cast<py::sequence>();
+      for (size_t i = 0; i < types.size() && i < items.size(); ++i) {
+        returns.push_back(torch::jit::toIValue(items[i], types[i].real_type()));
+      }
+    }
+    recording->calls.push_back({op, std::move(arguments), std::move(returns)});
+  }
+}
+
 bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                       std::string* refusal) {
+                       std::string* refusal, ops::Recording* recording) {
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   // Overloads the runner has no decomposition for, learned from it (read
@@ -91,7 +153,7 @@ bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   py::object result;
   try {
     result = py::reinterpret_borrow<py::object>(runner)(
-        name, py::tuple(positional), keywords);
+        name, py::tuple(positional), keywords, recording != nullptr);
   } catch (py::error_already_set& e) {
     if (e.matches(PyExc_NotImplementedError)) {
       const std::string message = py::str(e.value());
@@ -106,6 +168,21 @@ bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   if (result.is(py::handle(Py_NotImplemented))) {
     without.insert(name);
     return false;
+  }
+  if (recording != nullptr) {  // (result, calls, why they may not be replayed)
+    const py::tuple recorded = result.cast<py::tuple>();
+    result = recorded[0];
+    recording->not_replayable = recorded[2].cast<std::string>();
+    if (recording->not_replayable.empty()) {
+      try {
+        convert_recorded_calls(recorded[1].cast<py::list>(), recording);
+      } catch (const std::exception& e) {  // the run stands; its replay not
+        const std::string message = e.what();
+        recording->calls.clear();
+        recording->not_replayable = "its calls are not the dispatcher's (" +
+            message.substr(0, message.find('\n')) + ")";
+      }
+    }
   }
   const auto& returns = schema.returns();
   std::vector<c10::IValue> values_out;
@@ -138,8 +215,26 @@ void bind_decompositions(py::module& m) {
         Py_XDECREF(previous);
         ops::set_decompose_hook(&run_decomposition);
       },
-      "Installs run(name, args, kwargs), which runs PyTorch's decomposition "
-      "of an overload the provider does not map (torch_infini.decompositions).");
+      "Installs run(name, args, kwargs, record), which runs PyTorch's "
+      "decomposition of an overload the provider does not map "
+      "(torch_infini.decompositions); with record, it returns (results, "
+      "calls, why they may not be replayed).");
+  m.def("_clear_decomposition_replays", &ops::clear_replays,
+        "Forgets the recorded decompositions (their Python code was "
+        "replaced: torch_infini.decompositions' table).");
+  m.def("_decomposition_replays_of", &ops::replays_of,
+        "(replayable, not replayable): the decompositions of overload name "
+        "(\"aten::trace\") recorded in this process, by key (tests).");
+  m.def(
+      "_decomposition_replay_counts",
+      []() {
+        const ops::ReplayCounts counts = ops::replay_counts();
+        return py::make_tuple(counts.recorded, counts.replayed,
+                              counts.not_replayable);
+      },
+      "(recorded, replayed, not replayable): decompositions recorded for "
+      "replay, calls replayed from them, and first runs that may not be "
+      "replayed, in this process (tests, diagnostics).");
   for (const bool as_kernel : {false, true}) {
     m.def(
         as_kernel ? "_decompose_as_kernel_for_test" : "_decompose_for_test",

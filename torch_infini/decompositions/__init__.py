@@ -21,13 +21,15 @@ is not used. On the host runtime every overload has a kernel, so none runs.
 
 from __future__ import annotations
 
+import sys
 import threading
+import types
 import warnings
 from typing import Any, Callable, Iterator
 
 import torch
 
-from . import arithmetic, distances, indexing, linalg, nn, sampling, segments
+from . import arithmetic, distances, indexing, linalg, nn, recording, sampling, segments
 
 _lock = threading.Lock()
 _table: dict[str, Callable[..., Any]] | None = None
@@ -342,11 +344,13 @@ def _tensors(value: Any) -> Iterator[torch.Tensor]:
             yield from _tensors(item)
 
 
-def run(name: str, args: tuple, kwargs: dict) -> Any:
+def run(name: str, args: tuple, kwargs: dict, record: bool = False) -> Any:
     """Runs the decomposition of overload ``name`` (``"aten::trace"``) on its
     arguments; ``NotImplemented`` where PyTorch has none. Raises
     ``NotImplementedError`` where an operator it calls is not served, or its
-    result is not on the arguments' device."""
+    result is not on the arguments' device. With ``record``, returns
+    ``(result, calls, why they may not be replayed)``
+    (:func:`recording.run_recorded`), for the kernel's replay."""
     fn = decomposition_table().get(name)
     if fn is None:
         if name not in _in_place_table:
@@ -361,14 +365,17 @@ def run(name: str, args: tuple, kwargs: dict) -> Any:
         raise NotImplementedError(
             f"{name}: its decomposition does not round as CPU's kernel does in bfloat16 and float16; "
             "compute it in float32, or use the host runtime (TORCH_INFINI_PROVIDER=host)")
-    result = fn(*args, **kwargs)
+    if record:
+        result, calls, why_not = recording.run_recorded(lambda: fn(*args, **kwargs))
+    else:
+        result = fn(*args, **kwargs)
     given = {t.device for t in _tensors((args, tuple(kwargs.values())))}
     made = {t.device for t in _tensors(result)}
     stray = {d for d in made if d.type != "infini"} - given
     if stray:
         raise NotImplementedError(
             f"{name}: PyTorch's decomposition returned a tensor on {sorted(map(str, stray))}, not on infini")
-    return result
+    return (result, calls, why_not) if record else result
 
 
 def install() -> None:
@@ -377,3 +384,19 @@ def install() -> None:
     from .. import _C
 
     _C._set_decomposition_runner(run)
+
+
+class _Module(types.ModuleType):
+    """This module, forgetting the kernel's recorded decompositions
+    (``recording.py``) when its table is replaced: they replay the code
+    they were recorded from."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name in ("_table", "_in_place_table"):
+            from .. import _C
+
+            _C._clear_decomposition_replays()
+
+
+sys.modules[__name__].__class__ = _Module

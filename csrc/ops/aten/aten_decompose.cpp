@@ -126,14 +126,68 @@ bool self_shares_memory(c10::ArrayRef<c10::IValue> args) {
 void set_decompose_hook(DecomposeHook hook) { installed.store(hook); }
 
 bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                   std::string* refusal) {
+                   std::string* refusal, Recording* recording) {
   const DecomposeHook hook = installed.load();
   if (hook == nullptr || decomposing(op.schema())) {
     return false;
   }
   const DecompositionScope scope(op.schema());
-  return hook(op, stack, refusal);
+  return hook(op, stack, refusal, recording);
 }
+
+namespace {
+
+// The decomposition of a call: replayed where it was recorded for the
+// call's key, else run by the hook, recording it where the call can be
+// keyed. The verification mode runs and records every hit again and
+// compares the two programs.
+bool run_or_replay(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                   std::string* refusal, const runtime::DispatchState& state) {
+  const size_t nargs = op.schema().arguments().size();
+  const auto args = torch::jit::last(*stack, nargs);
+  std::optional<std::string> key = replay_key(op, args, state);
+  const std::shared_ptr<const ReplayProgram> known =
+      key ? find_replay(*key) : nullptr;
+  if (known != nullptr && !runtime::verify_caches()) {
+    if (!known->replayable()) {
+      return try_decompose(op, stack, refusal);
+    }
+    if (decomposing(op.schema())) {
+      return false;  // as try_decompose: not within its own decomposition
+    }
+    const DecompositionScope scope(op.schema());
+    return known->run(stack, nargs, refusal);
+  }
+  if (!key) {
+    return try_decompose(op, stack, refusal);
+  }
+  const std::vector<c10::IValue> saved(args.begin(), args.end());
+  Recording recording;
+  if (!try_decompose(op, stack, refusal, &recording)) {
+    return false;  // (a replay meets the same refusal, of an operator it calls)
+  }
+  const auto results = torch::jit::last(*stack, op.schema().returns().size());
+  std::shared_ptr<const ReplayProgram> fresh =
+      ReplayProgram::build(saved, recording, results, state);
+  if (known == nullptr) {
+    remember_replay(std::move(*key), std::move(fresh));
+  } else if (fresh->signature() != known->signature()) {
+    runtime::raise_stale_cache(
+        "decomposition replays", c10::toString(op.operator_name()),
+        "recorded as " +
+            (known->replayable() ? std::string("one sequence of calls")
+                                 : "not replayable (" + known->not_replayable() + ")") +
+            ", but now " +
+            (fresh->replayable() ? std::string("another sequence of calls")
+                                 : "not replayable (" + fresh->not_replayable() + ")"),
+        known->state());
+  } else {
+    runtime::count_verified_hit("decomposition replays");
+  }
+  return true;
+}
+
+}  // namespace
 
 bool decompose(const Plan& plan, const c10::OperatorHandle& op,
                torch::jit::Stack* stack, std::string* refusal) {
@@ -192,7 +246,7 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
     // record show the overload, not its parts (nor the parts of a try that
     // meets a refused operator and gives way to the fallback).
     at::DisableRecordFunctionGuard as_one_kernel;
-    ran = try_decompose(op, stack, refusal);
+    ran = run_or_replay(op, stack, refusal, state);
   } catch (const std::exception&) {
     // CPU's wording where CPU refuses the call too (a float index), the
     // decomposition's where only the values refute it (an index out of

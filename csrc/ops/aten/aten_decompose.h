@@ -13,15 +13,19 @@
 #include <string>
 
 #include "ops/aten/aten_plan.h"
+#include "ops/aten/decomposition_replay.h"
 
 namespace torch_infini::ops {
 
 // Runs the decomposition of `op` on `stack`, leaving its returns there;
 // false, with `stack` untouched, where it has none or the decomposition
 // could not run: then `refusal` holds the first line of the refusal of the
-// operator it calls that is not served (empty where it has none).
+// operator it calls that is not served (empty where it has none). With a
+// `recording`, the run's operator calls are recorded into it
+// (decomposition_replay.h).
 using DecomposeHook = bool (*)(const c10::OperatorHandle& op,
-                               torch::jit::Stack* stack, std::string* refusal);
+                               torch::jit::Stack* stack, std::string* refusal,
+                               Recording* recording);
 
 void set_decompose_hook(DecomposeHook hook);
 
@@ -29,7 +33,7 @@ void set_decompose_hook(DecomposeHook hook);
 // on this thread (one that calls itself, through PyTorch's primitives, is
 // not a decomposition).
 bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                   std::string* refusal);
+                   std::string* refusal, Recording* recording = nullptr);
 
 // Runs PyTorch's decomposition of a call the provider does not serve, into
 // operators it may serve, leaving its returns on the stack, laid out as the
@@ -38,7 +42,9 @@ bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack,
 // place (one that failed part-way wrote nothing, as out= and self are
 // written last; a random one would not draw what CPU's kernel draws).
 // Otherwise, or where an operator it calls is refused (`refusal` gets why),
-// false. Counted as composite in the coverage record.
+// false. Counted as composite in the coverage record. A call whose
+// decomposition ran before for the same key replays its recorded operator
+// calls, without Python (decomposition_replay.h).
 bool decompose(const Plan& plan, const c10::OperatorHandle& op,
                torch::jit::Stack* stack, std::string* refusal);
 
