@@ -9,6 +9,7 @@
 #include <torch/csrc/utils/tensor_memoryformats.h>
 
 #include <string>
+#include <utility>
 #include <unordered_set>
 #include <vector>
 
@@ -223,8 +224,10 @@ void bind_decompositions(py::module& m) {
         "Forgets the recorded decompositions (their Python code was "
         "replaced: torch_infini.decompositions' table).");
   m.def("_decomposition_replays_of", &ops::replays_of,
-        "(replayable, not replayable): the decompositions of overload name "
-        "(\"aten::trace\") recorded in this process, by key (tests).");
+        "(replayable, [why not, ...]): how many decompositions of overload "
+        "name (\"aten::trace\") were recorded for replay in this process, "
+        "and why each other key's runs may not be replayed (tests, "
+        "diagnostics).");
   m.def(
       "_decomposition_replay_counts",
       []() {

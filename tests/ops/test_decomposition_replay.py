@@ -37,6 +37,14 @@ def _as_kernel(overload: torch._ops.OpOverload, *args, **kwargs):
     return got
 
 
+def _on_device(value):
+    if isinstance(value, torch.Tensor):
+        return value.to(DEV)
+    if isinstance(value, list):
+        return [_on_device(v) for v in value]
+    return value
+
+
 def _counts() -> dict[str, int]:
     recorded, replayed, not_replayable = _C._decomposition_replay_counts()
     return {"recorded": recorded, "replayed": replayed, "not_replayable": not_replayable}
@@ -46,8 +54,9 @@ def _delta(before: dict[str, int]) -> dict[str, int]:
     return {k: v - before[k] for k, v in _counts().items()}
 
 
-def _programs(overload: torch._ops.OpOverload) -> tuple[int, int]:
-    """(replayable, not replayable) programs recorded for the overload."""
+def _programs(overload: torch._ops.OpOverload) -> tuple[int, list[str]]:
+    """(replayable programs, why each other key's runs are not) for the
+    overload."""
     schema = overload._schema
     return _C._decomposition_replays_of(schema.name + (f".{schema.overload_name}" if schema.overload_name else ""))
 
@@ -88,6 +97,9 @@ REPLAYED = {
         aten.convolution_backward.default,
         lambda: (torch.randn(1, 2, 3, 3), torch.randn(1, 3, 5, 5), torch.randn(2, 3, 3, 3), [2], [1, 1], [0, 0],
                  [1, 1], False, [0, 0], 1, [False, True, True])),
+    # An operator whose shape may depend on the data, called where its meta
+    # function computes it from the arguments' metadata.
+    "index_by_integers": (aten.index.Tensor, lambda: (torch.randn(4, 5), [None, torch.randint(0, 5, (3,))])),
     "native_dropout_backward": (aten.native_dropout_backward.default,
                                 lambda: (torch.randn(4, 5), torch.rand(4, 5) > 0.5, 2.0)),
 }
@@ -100,7 +112,7 @@ def test_a_repeated_call_is_replayed_and_is_cpus(case):
     for _ in range(3):  # recorded, then replayed twice, each on new values
         args = make()
         expected = overload(*args)
-        got = _as_kernel(overload, *[a.to(DEV) if isinstance(a, torch.Tensor) else a for a in args])
+        got = _as_kernel(overload, *[_on_device(a) for a in args])
         _assert_cpus(got, expected)
     delta = _delta(before)
     assert delta["replayed"] >= 2, delta
@@ -111,6 +123,7 @@ def test_a_repeated_call_is_replayed_and_is_cpus(case):
 # call runs the Python code, and is CPU's for its own values.
 NOT_REPLAYED = {
     "nonzero": (aten.nonzero.default, lambda: (torch.randn(4, 5) > 0,)),
+    "index_by_mask": (aten.index.Tensor, lambda: (torch.randn(4, 5), [torch.randn(4) > 0])),
     "masked_select": (aten.masked_select.default, lambda: (torch.randn(3, 4), torch.randn(4) > 0)),
     "unique": (aten._unique2.default, lambda: (torch.randint(0, 6, (9,)), True, True, True)),
 }
@@ -119,16 +132,19 @@ NOT_REPLAYED = {
 @pytest.mark.parametrize("case", sorted(NOT_REPLAYED))
 def test_a_decomposition_reading_values_runs_its_python_each_call(case):
     overload, make = NOT_REPLAYED[case]
+    replayable_before, why_not_before = _programs(overload)  # other keys' (another test's)
     shapes = set()
     for i in range(4):
         torch.manual_seed(i)
         args = make()
         expected = overload(*args)
-        got = _as_kernel(overload, *[a.to(DEV) if isinstance(a, torch.Tensor) else a for a in args])
+        got = _as_kernel(overload, *[_on_device(a) for a in args])
         _assert_cpus(got, expected)
         # (Its parts may be replayed: on the stack some decompose too.)
-        replayable, not_replayable = _programs(overload)
-        assert replayable == 0 and not_replayable >= 1
+        replayable, why_not = _programs(overload)
+        assert replayable == replayable_before and len(why_not) > len(why_not_before)
+        assert all(any(reason in why for reason in ("what the data decides", "returns a", "to the host"))
+                   for why in why_not), why_not
         shapes.add(tuple(tuple(t.shape) for t in (got if isinstance(got, (tuple, list)) else [got])))
     assert len(shapes) > 1, "the cases' values should give results of several shapes"
 
@@ -222,7 +238,9 @@ def test_a_decomposition_reading_a_value_on_the_host_is_not_replayed(monkeypatch
         x = torch.randn(4, 4)
         got = _as_kernel(aten.trace.default, x.to(DEV))
         torch.testing.assert_close(got.cpu(), torch.trace(x))
-        assert _programs(aten.trace.default) == (0, 1)
+        replayable, why_not = _programs(aten.trace.default)
+        assert replayable == 0 and len(why_not) == 1
+        assert any(reason in why_not[0] for reason in ("what the data decides", "returns a", "to the host")), why_not
 
 
 def test_replacing_the_table_forgets_the_recorded_runs(monkeypatch):

@@ -1,6 +1,7 @@
 #include "ops/aten/decomposition_replay.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_strided.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/Exception.h>
 
@@ -135,6 +136,35 @@ c10::IValue without_tensors(const c10::IValue& value) {
   return runtime::map_tensors(value, [](const at::Tensor&) { return at::Tensor(); });
 }
 
+// Whether the shapes of a call of an operator whose shapes may depend on
+// the data (index, by integers or by a mask) follow from its arguments'
+// metadata here: its meta function computes them (it raises where the data
+// decides), and they are the recorded ones.
+bool shapes_follow_metadata(const RecordedCall& call) {
+  torch::jit::Stack stack;
+  for (const c10::IValue& value : call.arguments) {
+    stack.push_back(runtime::map_tensors(value, [](const at::Tensor& t) {
+      return t.defined() ? at::empty_strided(t.sizes(), t.strides(),
+                                             t.options().device(c10::kMeta))
+                         : t;
+    }));
+  }
+  try {
+    call.op.callBoxed(&stack);
+  } catch (const std::exception&) {
+    return false;
+  }
+  std::vector<std::vector<int64_t>> meta;
+  std::vector<std::vector<int64_t>> recorded;
+  for_each_tensor(stack, [&](const at::Tensor& t, size_t) {
+    meta.push_back(t.defined() ? t.sizes().vec() : std::vector<int64_t>{-1});
+  });
+  for_each_tensor(call.returns, [&](const at::Tensor& t, size_t) {
+    recorded.push_back(t.defined() ? t.sizes().vec() : std::vector<int64_t>{-1});
+  });
+  return meta == recorded;
+}
+
 bool is_lift_fresh(const c10::OperatorHandle& op) {
   return op.schema().name() == "aten::lift_fresh";
 }
@@ -223,7 +253,8 @@ std::shared_ptr<const ReplayProgram> ReplayProgram::build(
   for (const RecordedCall& call : recording.calls) {
     const std::string name = name_of(call.op);
     if (call.op.hasTag(at::Tag::data_dependent_output) ||
-        call.op.hasTag(at::Tag::dynamic_output_shape)) {
+        (call.op.hasTag(at::Tag::dynamic_output_shape) &&
+         !shapes_follow_metadata(call))) {
       return refuse(name + " returns what the data decides (a value or a shape)");
     }
     Step step{call.op, {}, {}, {}};
@@ -430,17 +461,22 @@ void clear_replays() {
   r.map.clear();
 }
 
-std::pair<size_t, size_t> replays_of(const std::string& name) {
+std::pair<size_t, std::vector<std::string>> replays_of(const std::string& name) {
   Replays& r = replays();
   std::lock_guard<std::mutex> lock(r.mutex);
-  std::pair<size_t, size_t> counts{0, 0};
+  std::pair<size_t, std::vector<std::string>> found{0, {}};
   const std::string prefix = name + '\0';  // a key begins with its overload
   for (const auto& [key, program] : r.map) {
-    if (key.compare(0, prefix.size(), prefix) == 0) {
-      ++(program->replayable() ? counts.first : counts.second);
+    if (key.compare(0, prefix.size(), prefix) != 0) {
+      continue;
+    }
+    if (program->replayable()) {
+      ++found.first;
+    } else {
+      found.second.push_back(program->not_replayable());
     }
   }
-  return counts;
+  return found;
 }
 
 ReplayCounts replay_counts() {

@@ -116,9 +116,9 @@ void remember_replay(std::string key,
 // (torch_infini.decompositions' table was replaced).
 void clear_replays();
 
-// (replayable, not replayable): the programs remembered for overload
-// `name` ("aten::trace"), for tests.
-std::pair<size_t, size_t> replays_of(const std::string& name);
+// The programs remembered for overload `name` ("aten::trace"): how many
+// are replayable, and why each other one is not (tests, diagnostics).
+std::pair<size_t, std::vector<std::string>> replays_of(const std::string& name);
 
 struct ReplayCounts {
   uint64_t recorded = 0;  // programs kept
