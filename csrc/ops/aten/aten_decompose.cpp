@@ -13,12 +13,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/InfiniFunctions.h"
 #include "ops/aten/aten_cpu_checks.h"
 #include "ops/aten/aten_meta.h"
 #include "ops/common.h"
 #include "ops/decomposition_scope.h"
 #include "ops/fallback/fallback.h"
 #include "ops/op_coverage.h"
+#include "ops/scalar_cache.h"
 #include "runtime/cache_verification.h"
 #include "runtime/dispatch_state.h"
 
@@ -121,6 +123,45 @@ bool self_shares_memory(c10::ArrayRef<c10::IValue> args) {
   return shares;
 }
 
+// The call's CPU 0-dim tensors that it reads (scalars, which CUDA's
+// kernels and this provider's accept beside device tensors: index_fill's
+// value) as copies on its device, for its decomposition: the operators that
+// computes it with may not accept a CPU tensor where the overload does
+// (index_fill's value becomes index_copy's source). Wrapped numbers (Python
+// scalars) stay on the CPU, where PyTorch keeps them, and type promotion
+// reads them apart from 0-dim tensors; a CPU tensor of more dimensions
+// stays too, refused as CUDA refuses it.
+void move_cpu_scalars(const Plan& plan, torch::jit::Stack* stack,
+                      size_t nargs) {
+  const auto args = torch::jit::last(*stack, nargs);
+  std::optional<c10::Device> device;
+  for_each_tensor(args, [&](const at::Tensor& t, size_t) {
+    if (t.defined() && t.device().type() == kInfini && !device) {
+      device = t.device();
+    }
+  });
+  if (!device) {
+    return;
+  }
+  for (size_t i = 0; i < nargs; ++i) {
+    c10::IValue& value = (*stack)[stack->size() - nargs + i];
+    if (!value.isTensor() ||
+        std::find(plan.written.begin(), plan.written.end(), i) !=
+            plan.written.end()) {
+      continue;
+    }
+    const at::Tensor& t = value.toTensor();
+    if (t.defined() && t.device().is_cpu() && t.dim() == 0 &&
+        !t.unsafeGetTensorImpl()->is_wrapped_number()) {
+      // The cached device copy (copied once per value, as CUDA would pass
+      // it to its kernel instead of waiting on a copy; set by a fill kernel
+      // during a capture), cloned: the decomposition's results may be
+      // views of it.
+      value = device_scalar(t.item(), t.scalar_type(), *device).clone();
+    }
+  }
+}
+
 }  // namespace
 
 void set_decompose_hook(DecomposeHook hook) { installed.store(hook); }
@@ -184,8 +225,13 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
     *refusal = known->reason;
     return false;
   }
-  // The arguments, kept: the stack holds the results once it ran.
+  // The arguments, kept: the stack holds the results once it ran, and
+  // holds them again where it did not (CPU scalars moved for the try).
   const std::vector<c10::IValue> saved(args.begin(), args.end());
+  move_cpu_scalars(plan, stack, saved.size());
+  const auto restore = [&] {
+    std::copy(saved.begin(), saved.end(), stack->end() - saved.size());
+  };
   bool ran = false;
   try {
     // The decomposition is the overload's kernel: profiles and the coverage
@@ -201,6 +247,9 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
       std::rethrow_exception(error);
     }
     throw;
+  }
+  if (!ran) {
+    restore();
   }
   if (known) {  // the verification mode: the try again must refuse alike
     if (ran || *refusal != known->reason) {

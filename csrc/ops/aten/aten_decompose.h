@@ -38,7 +38,9 @@ bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack,
 // place (one that failed part-way wrote nothing, as out= and self are
 // written last; a random one would not draw what CPU's kernel draws).
 // Otherwise, or where an operator it calls is refused (`refusal` gets why),
-// false. Counted as composite in the coverage record.
+// false. The CPU 0-dim tensors the call reads (scalars, not wrapped
+// numbers) reach the decomposition on the call's device. Counted as
+// composite in the coverage record.
 bool decompose(const Plan& plan, const c10::OperatorHandle& op,
                torch::jit::Stack* stack, std::string* refusal);
 
