@@ -35,7 +35,12 @@ std::atomic<DecomposeHook> installed{nullptr};
 // its int, float, bool and string arguments (a decomposition may refuse a
 // 3-D convolution and serve a 2-D one, polygamma's n = 2 and not n = 1, a
 // p-norm but not p = 1), and the state the decomposition's Python code
-// reads (runtime/dispatch_state.h).
+// reads (runtime/dispatch_state.h); and the decompositions running on
+// this thread, within which it was refused: an overload met again within
+// its own decomposition is not decomposed (decomposition_scope.h), so
+// where a cycle closes words the refusal (arange's decomposition calls
+// cumsum, whose decomposition calls arange: refused alone, cumsum's refusal
+// names arange's; within arange's decomposition, it names arange's kernel).
 class RefusedDecompositions {
  public:
   struct Refusal {
@@ -47,6 +52,7 @@ class RefusedDecompositions {
                          const runtime::DispatchState& state) {
     std::string key = c10::toString(op.operator_name());
     state.append_to(key);
+    key += "(within " + decompositions_in_progress() + ")";
     for (const c10::IValue& v : args) {
       if (v.isInt() || v.isBool()) {
         key += std::to_string(v.isInt() ? v.toInt() : v.toBool()) + ";";
