@@ -38,17 +38,27 @@ def test_the_state_tests_and_an_opinfo_sample_under_verification():
 
 
 def test_a_hit_under_another_state_is_recomputed_not_reused():
+    """int / int is of the default dtype. Where the stack has no kernel for
+    div (InfiniOps WITH_TORCH=OFF), every call is refused alike, and the
+    hits verified are the refused-decompositions cache's, keyed by the
+    default dtype too."""
     result = run_python("""
         import torch, torch_infini
-        a = torch.arange(1, 7, dtype=torch.int32, device='infini').reshape(2, 3)
-        for _ in range(3):
-            assert (a / a).dtype == torch.float32
+        a = torch.arange(1, 7, dtype=torch.int32).reshape(2, 3).to('infini')
+        def divided_dtype():
+            try:
+                return (a / a).dtype
+            except NotImplementedError as refusal:
+                assert 'InfiniOps' in str(refusal) and 'aten::div' in str(refusal), refusal
+                return 'refused'
+        got = [divided_dtype() for _ in range(3)]
         torch.set_default_dtype(torch.float64)
-        for _ in range(2):
-            assert (a / a).dtype == torch.float64
+        got += [divided_dtype() for _ in range(2)]
+        assert got in ([torch.float32] * 3 + [torch.float64] * 2, ['refused'] * 5), got
         counts = torch_infini._C._cache_verification()
-        # 3 layouts hits (a second and third call, then a second under float64);
-        # the Infini stack's binding adds its own caches' hits.
+        # 3 hits (a second and third call, then a second under float64): the
+        # layouts cache's, or the refused decompositions'; the Infini
+        # stack's binding adds its own caches' hits.
         assert counts['enabled'] and counts['verified'] >= 3 and counts['differences'] == 0, counts
         print('OK')
     """, env={"TORCH_INFINI_VERIFY_CACHES": "1"})
@@ -59,3 +69,40 @@ def test_a_hit_under_another_state_is_recomputed_not_reused():
 def test_the_mode_is_off_by_default():
     counts = __import__("torch_infini")._C._cache_verification()
     assert counts == {"enabled": False, "verified": 0, "differences": 0}
+
+
+def test_a_refusal_within_another_decomposition_is_cached_apart():
+    """An overload met again within its own decomposition is not decomposed
+    again, so what a decomposition is refused for depends on the
+    decompositions running around it (on an Infini stack without arange,
+    arange's decomposition calls cumsum, whose decomposition calls arange).
+    Here tril and triu decompose into each other (on any provider, through
+    the kernels' hook): triu refused alone, then within tril, must not give
+    the refusal cached for the other; a second tril reproduces its own."""
+    result = run_python("""
+        import torch, torch_infini
+        from torch_infini import _C, decompositions
+
+        def as_the_other(name):
+            def run(x, diagonal=0):
+                got = _C._decompose_as_kernel_for_test(name, '', x, diagonal)
+                if isinstance(got, str):
+                    raise NotImplementedError(f'{name} refused ({got})')
+                return got
+            return run
+
+        table = dict(decompositions.decomposition_table())
+        table['aten::tril'] = as_the_other('aten::triu')
+        table['aten::triu'] = as_the_other('aten::tril')
+        decompositions._table = table
+        x = torch.ones(3, 3).to('infini')
+        refused = [_C._decompose_as_kernel_for_test(name, '', x, 0) for name in ('aten::triu', 'aten::tril', 'aten::tril')]
+        assert refused == ['aten::tril refused (aten::triu refused ())',
+                           'aten::triu refused (aten::tril refused ())',
+                           'aten::triu refused (aten::tril refused ())'], refused
+        counts = _C._cache_verification()
+        assert counts['verified'] >= 1 and counts['differences'] == 0, counts
+        print('OK')
+    """, env={"TORCH_INFINI_VERIFY_CACHES": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "OK"

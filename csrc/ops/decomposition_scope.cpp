@@ -20,6 +20,14 @@ bool decomposing(const c10::FunctionSchema& schema) {
   return std::find(running.begin(), running.end(), &schema) != running.end();
 }
 
+std::string decompositions_in_progress() {
+  std::string names;
+  for (const c10::FunctionSchema* schema : in_progress()) {
+    names += c10::toString(schema->operator_name()) + ">";
+  }
+  return names;
+}
+
 DecompositionScope::DecompositionScope(const c10::FunctionSchema& schema) {
   in_progress().push_back(&schema);
 }

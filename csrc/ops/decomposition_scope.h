@@ -7,6 +7,7 @@
 
 #include <ATen/core/function_schema.h>
 
+#include <string>
 #include <vector>
 
 namespace torch_infini::ops {
@@ -20,6 +21,12 @@ bool decomposing();
 // Whether `schema`'s own decomposition is running on this thread (one that
 // calls itself, through PyTorch's primitives, is not a decomposition).
 bool decomposing(const c10::FunctionSchema& schema);
+
+// The overloads whose decompositions run on this thread, outermost first
+// ("aten::arange.start_out>aten::cumsum>"): what a decomposition meets
+// depends on them (an overload within its own decomposition is not
+// decomposed again, so a cycle ends in a refusal worded by where it closes).
+std::string decompositions_in_progress();
 
 // `schema`'s decomposition runs on this thread while this lives.
 class DecompositionScope {

@@ -27,6 +27,10 @@ namespace {
 // released, since the interpreter may be gone before static destruction.
 PyObject* runner = nullptr;
 
+// Overloads the runner has no decomposition for, learned from it (read and
+// written with the GIL held): not converted and asked again.
+std::unordered_set<std::string> without;
+
 // `value` as Python has it: a dtype, layout or memory format argument is an
 // int in the boxed stack, and a torch.dtype (...) to a Python function.
 py::object to_python(const c10::IValue& value, const c10::TypePtr& type) {
@@ -115,9 +119,6 @@ bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                        std::string* refusal, ops::Recording* recording) {
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
-  // Overloads the runner has no decomposition for, learned from it (read
-  // and written with the GIL held): not converted and asked again.
-  static std::unordered_set<std::string> without;
   const std::string name = c10::toString(op.operator_name());
   py::gil_scoped_acquire gil;
   if (runner == nullptr || without.count(name) != 0) {
@@ -166,11 +167,8 @@ bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     error.persist();  // held by the exception while the GIL is released
     throw error;
   }
-  if (result.is(py::handle(Py_NotImplemented))) {
-    without.insert(name);
-    return false;
-  }
-  if (recording != nullptr) {  // (result, calls, why they may not be replayed)
+  if (recording != nullptr && !result.is(py::handle(Py_NotImplemented))) {
+    // (result, calls, why they may not be replayed)
     const py::tuple recorded = result.cast<py::tuple>();
     result = recorded[0];
     recording->not_replayable = recorded[2].cast<std::string>();
@@ -184,6 +182,12 @@ bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack,
             message.substr(0, message.find('\n')) + ")";
       }
     }
+  }
+  // None for the overload, or (a decomposition of PyTorch's may say so
+  // itself: adaptive_max_pool's) none for these arguments.
+  if (result.is(py::handle(Py_NotImplemented))) {
+    without.insert(name);
+    return false;
   }
   const auto& returns = schema.returns();
   std::vector<c10::IValue> values_out;
@@ -220,9 +224,15 @@ void bind_decompositions(py::module& m) {
       "decomposition of an overload the provider does not map "
       "(torch_infini.decompositions); with record, it returns (results, "
       "calls, why they may not be replayed).");
-  m.def("_clear_decomposition_replays", &ops::clear_replays,
-        "Forgets the recorded decompositions (their Python code was "
-        "replaced: torch_infini.decompositions' table).");
+  m.def(
+      "_clear_decomposition_replays",
+      []() {
+        ops::clear_replays();
+        without.clear();
+      },
+      "Forgets what was learned from the decompositions' Python code (it "
+      "was replaced: torch_infini.decompositions' table): the recorded "
+      "runs, and which overloads have none.");
   m.def("_decomposition_replays_of", &ops::replays_of,
         "(replayable, [why not, ...]): how many decompositions of overload "
         "name (\"aten::trace\") were recorded for replay in this process, "

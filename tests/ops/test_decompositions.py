@@ -349,6 +349,63 @@ def test_as_the_kernel_runs_it_a_result_takes_cpus_layout(monkeypatch):
     assert isinstance(own, str) or own.stride() == (1, 6)
 
 
+def _index_fill_by_cat(x, dim, index, value):
+    """index_fill as a cat of x's slices and the value expanded over the
+    filled ones (operators the Infini stack serves without ATen). cat takes
+    no CPU tensor beside device ones, as CUDA's does not."""
+    filled = set(index.cpu().tolist())
+    parts = [value.to(x.dtype).expand(x.narrow(dim, i, 1).shape) if i in filled else x.narrow(dim, i, 1)
+             for i in range(x.shape[dim])]
+    return torch.cat(parts, dim)
+
+
+@pytest.mark.parametrize("value", [torch.tensor(-2.5), torch.tensor(7, dtype=torch.int64)], ids=["float", "int"])
+def test_as_the_kernel_runs_it_a_cpu_scalar_reaches_the_decomposition_on_the_device(monkeypatch, value):
+    """CUDA's index_fill takes a CPU 0-dim value beside device tensors (a
+    scalar); the operators its decomposition calls may not (PyTorch's passes
+    it to index_copy as its source, ours here to cat): the kernel hands the
+    decomposition such scalars on the call's device, and it computes CPU's
+    values, not a device mismatch."""
+    table = dict(decompositions.decomposition_table())
+    table["aten::index_fill.int_Tensor"] = _index_fill_by_cat
+    monkeypatch.setattr(decompositions, "_table", table)
+    x, index = torch.randn(3, 5), torch.tensor([0, 3])
+    expected = x.index_fill(1, index, value)
+    got = _decompose_as_kernel(aten.index_fill.int_Tensor, x.to(DEV), 1, index.to(DEV), value)
+    _skip_if_unserved(got)
+    assert value.device.type == "cpu"  # given as it was: the move was the kernel's
+    assert got.device.type == "infini" and torch.equal(got.cpu(), expected)
+
+
+def test_as_the_kernel_runs_it_a_cpu_scalar_reaches_the_device_without_a_wait(monkeypatch):
+    """CUDA passes a CPU scalar to its kernel as an argument: the host does
+    not wait on a copy for it. Under torch.infini's sync debug mode, the
+    kernel's steps up to the decomposition (the scalar's move among them)
+    report no wait; the decomposition ends the mode first, as the operators
+    it calls are not the subject (they may wait on the host runtime). It
+    fills column 0 alone, as index_fill with the index [0]."""
+    was = torch.infini.get_sync_debug_mode()
+
+    def fill_column_0(x, dim, index, value):
+        torch.infini.set_sync_debug_mode(was)
+        return torch.cat([value.to(x.dtype).expand(x.narrow(dim, 0, 1).shape), x.narrow(dim, 1, x.shape[dim] - 1)],
+                         dim)
+
+    table = dict(decompositions.decomposition_table())
+    table["aten::index_fill.int_Tensor"] = fill_column_0
+    monkeypatch.setattr(decompositions, "_table", table)
+    x, index, value = torch.randn(3, 5), torch.tensor([0]), torch.tensor(0.75)
+    device_x, device_index = x.to(DEV), index.to(DEV)
+    torch.infini.synchronize()
+    torch.infini.set_sync_debug_mode("error")
+    try:
+        got = _decompose_as_kernel(aten.index_fill.int_Tensor, device_x, 1, device_index, value)
+    finally:
+        torch.infini.set_sync_debug_mode(was)
+    _skip_if_unserved(got)
+    assert torch.equal(got.cpu(), x.index_fill(1, index, value))
+
+
 def test_as_the_kernel_runs_it_a_result_in_less_precision_than_cpus_is_refused():
     """PyTorch's native_group_norm decomposition computes a bfloat16 input's
     statistics in bfloat16; CPU's kernel returns them in float32 where the

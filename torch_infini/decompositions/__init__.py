@@ -16,7 +16,10 @@ arguments, or write only ``self`` in place decompose (the kernel in
 part-way has then written nothing (an ``out=`` argument is written last; an
 in-place overload runs as its functional one, then copies into ``self``),
 and a random one would not draw what CPU's kernel draws. A decomposition that returns a tensor off the call's device
-is not used. On the host runtime every overload has a kernel, so none runs.
+is not used. A CPU 0-dim tensor the call reads (a scalar, which CUDA takes
+beside device tensors: ``index_fill``'s value) reaches it on the call's
+device, since the operators it calls may not take one (``index_copy``'s
+source); a wrapped number (a Python scalar) stays on the CPU. On the host runtime every overload has a kernel, so none runs.
 """
 
 from __future__ import annotations

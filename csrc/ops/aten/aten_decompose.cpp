@@ -13,12 +13,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/InfiniFunctions.h"
 #include "ops/aten/aten_cpu_checks.h"
 #include "ops/aten/aten_meta.h"
 #include "ops/common.h"
 #include "ops/decomposition_scope.h"
 #include "ops/fallback/fallback.h"
 #include "ops/op_coverage.h"
+#include "ops/scalar_cache.h"
 #include "runtime/cache_verification.h"
 #include "runtime/dispatch_state.h"
 
@@ -33,7 +35,12 @@ std::atomic<DecomposeHook> installed{nullptr};
 // its int, float, bool and string arguments (a decomposition may refuse a
 // 3-D convolution and serve a 2-D one, polygamma's n = 2 and not n = 1, a
 // p-norm but not p = 1), and the state the decomposition's Python code
-// reads (runtime/dispatch_state.h).
+// reads (runtime/dispatch_state.h); and the decompositions running on
+// this thread, within which it was refused: an overload met again within
+// its own decomposition is not decomposed (decomposition_scope.h), so
+// where a cycle closes words the refusal (arange's decomposition calls
+// cumsum, whose decomposition calls arange: refused alone, cumsum's refusal
+// names arange's; within arange's decomposition, it names arange's kernel).
 class RefusedDecompositions {
  public:
   struct Refusal {
@@ -45,6 +52,7 @@ class RefusedDecompositions {
                          const runtime::DispatchState& state) {
     std::string key = c10::toString(op.operator_name());
     state.append_to(key);
+    key += "(within " + decompositions_in_progress() + ")";
     for (const c10::IValue& v : args) {
       if (v.isInt() || v.isBool()) {
         key += std::to_string(v.isInt() ? v.toInt() : v.toBool()) + ";";
@@ -119,6 +127,45 @@ bool self_shares_memory(c10::ArrayRef<c10::IValue> args) {
               t.storage().is_alias_of(self.storage()));
   });
   return shares;
+}
+
+// The call's CPU 0-dim tensors that it reads (scalars, which CUDA's
+// kernels and this provider's accept beside device tensors: index_fill's
+// value) as copies on its device, for its decomposition: the operators that
+// computes it with may not accept a CPU tensor where the overload does
+// (index_fill's value becomes index_copy's source). Wrapped numbers (Python
+// scalars) stay on the CPU, where PyTorch keeps them, and type promotion
+// reads them apart from 0-dim tensors; a CPU tensor of more dimensions
+// stays too, refused as CUDA refuses it.
+void move_cpu_scalars(const Plan& plan, torch::jit::Stack* stack,
+                      size_t nargs) {
+  const auto args = torch::jit::last(*stack, nargs);
+  std::optional<c10::Device> device;
+  for_each_tensor(args, [&](const at::Tensor& t, size_t) {
+    if (t.defined() && t.device().type() == kInfini && !device) {
+      device = t.device();
+    }
+  });
+  if (!device) {
+    return;
+  }
+  for (size_t i = 0; i < nargs; ++i) {
+    c10::IValue& value = (*stack)[stack->size() - nargs + i];
+    if (!value.isTensor() ||
+        std::find(plan.written.begin(), plan.written.end(), i) !=
+            plan.written.end()) {
+      continue;
+    }
+    const at::Tensor& t = value.toTensor();
+    if (t.defined() && t.device().is_cpu() && t.dim() == 0 &&
+        !t.unsafeGetTensorImpl()->is_wrapped_number()) {
+      // The cached device copy (copied once per value, as CUDA would pass
+      // it to its kernel instead of waiting on a copy; set by a fill kernel
+      // during a capture), cloned: the decomposition's results may be
+      // views of it.
+      value = device_scalar(t.item(), t.scalar_type(), *device).clone();
+    }
+  }
 }
 
 }  // namespace
@@ -238,8 +285,13 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
     *refusal = known->reason;
     return false;
   }
-  // The arguments, kept: the stack holds the results once it ran.
+  // The arguments, kept: the stack holds the results once it ran, and
+  // holds them again where it did not (CPU scalars moved for the try).
   const std::vector<c10::IValue> saved(args.begin(), args.end());
+  move_cpu_scalars(plan, stack, saved.size());
+  const auto restore = [&] {
+    std::copy(saved.begin(), saved.end(), stack->end() - saved.size());
+  };
   bool ran = false;
   try {
     // The decomposition is the overload's kernel: profiles and the coverage
@@ -255,6 +307,9 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
       std::rethrow_exception(error);
     }
     throw;
+  }
+  if (!ran) {
+    restore();
   }
   if (known) {  // the verification mode: the try again must refuse alike
     if (ran || *refusal != known->reason) {

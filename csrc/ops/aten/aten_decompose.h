@@ -42,9 +42,11 @@ bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack,
 // place (one that failed part-way wrote nothing, as out= and self are
 // written last; a random one would not draw what CPU's kernel draws).
 // Otherwise, or where an operator it calls is refused (`refusal` gets why),
-// false. Counted as composite in the coverage record. A call whose
-// decomposition ran before for the same key replays its recorded operator
-// calls, without Python (decomposition_replay.h).
+// false. The CPU 0-dim tensors the call reads (scalars, not wrapped
+// numbers) reach the decomposition on the call's device. Counted as
+// composite in the coverage record. A call whose decomposition ran before
+// for the same key replays its recorded operator calls, without Python
+// (decomposition_replay.h).
 bool decompose(const Plan& plan, const c10::OperatorHandle& op,
                torch::jit::Stack* stack, std::string* refusal);
 
