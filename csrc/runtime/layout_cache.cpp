@@ -9,20 +9,11 @@
 #include <string>
 #include <unordered_map>
 
+#include "runtime/cache_key_bytes.h"
 #include "runtime/cache_verification.h"
 
 namespace torch_infini::runtime {
 namespace {
-
-void bytes(std::string& key, const void* p, size_t n) {
-  key.append(static_cast<const char*>(p), n);
-}
-
-template <typename T>
-void scalar(std::string& key, char tag, T v) {
-  key.push_back(tag);
-  bytes(key, &v, sizeof(v));
-}
 
 // A tensor by device, dtype, sizes and strides (a CPU scalar by dtype and
 // wrapped-number flag: its value is read where the kernel runs).
@@ -32,19 +23,19 @@ void append_tensor(std::string& key, const at::Tensor& t) {
     return;
   }
   const auto dtype = t.scalar_type();
-  bytes(key, &dtype, sizeof(dtype));
+  append_bytes(key, &dtype, sizeof(dtype));
   if (t.device().is_cpu()) {
     key.push_back(t.unsafeGetTensorImpl()->is_wrapped_number() ? 'w' : 'n');
     return;
   }
   const int64_t dim = t.dim();
-  bytes(key, &dim, sizeof(dim));
-  bytes(key, t.sizes().data(), dim * sizeof(int64_t));
-  bytes(key, t.strides().data(), dim * sizeof(int64_t));
+  append_bytes(key, &dim, sizeof(dim));
+  append_bytes(key, t.sizes().data(), dim * sizeof(int64_t));
+  append_bytes(key, t.strides().data(), dim * sizeof(int64_t));
   key.push_back(static_cast<char>(t.is_conj() | (t.is_neg() << 1) |
                                   (t._is_zerotensor() << 2)));
   const auto index = t.device().index();
-  bytes(key, &index, sizeof(index));
+  append_bytes(key, &index, sizeof(index));
 }
 
 // The class of a floating-point argument's value, for calls whose outputs
@@ -141,28 +132,6 @@ bool append_key(std::string& key, const c10::IValue& value) {
       append_tensor(key, t);
     }
     key.push_back(';');
-  } else if (value.isNone()) {
-    key.push_back('N');
-  } else if (value.isInt()) {
-    scalar(key, 'i', value.toInt());
-  } else if (value.isDouble()) {
-    scalar(key, 'd', value.toDouble());
-  } else if (value.isComplexDouble()) {
-    const c10::complex<double> v = value.toComplexDouble();
-    scalar(key, 'z', v.real());
-    scalar(key, 'z', v.imag());
-  } else if (value.isBool()) {
-    key.push_back(value.toBool() ? 'B' : 'b');
-  } else if (value.isSymInt() || value.isSymFloat() || value.isSymBool()) {
-    return false;
-  } else if (value.isString()) {
-    key.push_back('s');
-    key += value.toStringRef();
-    key.push_back(';');
-  } else if (value.isDevice()) {
-    const auto device = value.toDevice();
-    scalar(key, 'D', static_cast<int>(device.type()));
-    scalar(key, 'D', static_cast<int>(device.index()));
   } else if (value.isList()) {  // int[], float[], bool[], Tensor?[], ...
     key.push_back('[');
     for (const c10::IValue& element : value.toListRef()) {
@@ -172,7 +141,7 @@ bool append_key(std::string& key, const c10::IValue& value) {
     }
     key.push_back(']');
   } else {
-    return false;
+    return append_plain_value(key, value);
   }
   return true;
 }
@@ -239,8 +208,8 @@ bool key_of(const Plan& plan, c10::ArrayRef<c10::IValue> args,
             std::string& buffer) {
   buffer.clear();
   const Plan* address = &plan;
-  bytes(buffer, &address, sizeof(address));
-  bytes(buffer, &same, sizeof(same));
+  append_bytes(buffer, &address, sizeof(address));
+  append_bytes(buffer, &same, sizeof(same));
   state.append_to(buffer);
   ValueClasses classes;
   classes.active = writes_only_inputs(plan, same);

@@ -11,22 +11,15 @@
 #include <unordered_map>
 #include <utility>
 
+#include "runtime/cache_key_bytes.h"
 #include "runtime/ivalue_tensors.h"
 
 namespace torch_infini::ops {
 namespace {
 
+using runtime::append_bytes;
+using runtime::append_tagged;
 using runtime::for_each_tensor;
-
-void bytes(std::string& out, const void* p, size_t n) {
-  out.append(static_cast<const char*>(p), n);
-}
-
-template <typename T>
-void scalar(std::string& out, char tag, T v) {
-  out.push_back(tag);
-  bytes(out, &v, sizeof(v));
-}
 
 // A tensor as far as Python code can read it without calling an operator:
 // device, dtype, sizes, strides, offset and flags; a CPU scalar's value too
@@ -43,7 +36,7 @@ bool append_tensor(std::string& out, const at::Tensor& t) {
   const auto dtype = t.scalar_type();
   const int64_t dim = t.dim();
   out.push_back(t.device().is_cpu() ? 'c' : 't');
-  bytes(out, &dtype, sizeof(dtype));
+  append_bytes(out, &dtype, sizeof(dtype));
   out.push_back(static_cast<char>(
       t.is_conj() | (t.is_neg() << 1) | (t._is_zerotensor() << 2) |
       (t.requires_grad() << 3) |
@@ -52,16 +45,16 @@ bool append_tensor(std::string& out, const at::Tensor& t) {
     if (dim != 0) {
       return false;
     }
-    bytes(out, t.const_data_ptr(), t.element_size());
+    append_bytes(out, t.const_data_ptr(), t.element_size());
     return true;
   }
   const auto index = t.device().index();
-  bytes(out, &index, sizeof(index));
-  bytes(out, &dim, sizeof(dim));
-  bytes(out, t.sizes().data(), dim * sizeof(int64_t));
-  bytes(out, t.strides().data(), dim * sizeof(int64_t));
+  append_bytes(out, &index, sizeof(index));
+  append_bytes(out, &dim, sizeof(dim));
+  append_bytes(out, t.sizes().data(), dim * sizeof(int64_t));
+  append_bytes(out, t.strides().data(), dim * sizeof(int64_t));
   const int64_t offset = t.storage_offset();
-  bytes(out, &offset, sizeof(offset));
+  append_bytes(out, &offset, sizeof(offset));
   return true;
 }
 
@@ -81,29 +74,7 @@ bool append_value(std::string& out, const c10::IValue& value) {
     out.push_back(']');
     return true;
   }
-  if (value.isNone()) {
-    out.push_back('N');
-  } else if (value.isInt()) {
-    scalar(out, 'i', value.toInt());
-  } else if (value.isDouble()) {
-    scalar(out, 'd', value.toDouble());
-  } else if (value.isComplexDouble()) {
-    const c10::complex<double> v = value.toComplexDouble();
-    scalar(out, 'z', v.real());
-    scalar(out, 'z', v.imag());
-  } else if (value.isBool()) {
-    out.push_back(value.toBool() ? 'B' : 'b');
-  } else if (value.isString()) {
-    out.push_back('s');
-    out += value.toStringRef();
-    out.push_back(';');
-  } else if (value.isDevice()) {
-    scalar(out, 'D', static_cast<int>(value.toDevice().type()));
-    scalar(out, 'D', static_cast<int>(value.toDevice().index()));
-  } else {
-    return false;
-  }
-  return true;
+  return runtime::append_plain_value(out, value);
 }
 
 // Which tensors are the very same tensor, or share memory, with an earlier
@@ -124,8 +95,8 @@ void append_aliasing(std::string& out, c10::ArrayRef<c10::IValue> args) {
         shares = static_cast<int16_t>(j);
       }
     }
-    scalar(out, 'a', same);
-    bytes(out, &shares, sizeof(shares));
+    append_tagged(out, 'a', same);
+    append_bytes(out, &shares, sizeof(shares));
     seen.push_back(&t);
   });
 }
@@ -276,7 +247,7 @@ std::shared_ptr<const ReplayProgram> ReplayProgram::build(
       } else if (slots_of(value, &argument.slots)) {
         argument.value = without_tensors(value);
         signature.push_back('s');
-        bytes(signature, argument.slots.data(), argument.slots.size() * sizeof(int));
+        append_bytes(signature, argument.slots.data(), argument.slots.size() * sizeof(int));
       } else if (value.isTensor() &&
                  (is_lift_fresh(call.op) ||
                   value.toTensor().unsafeGetTensorImpl()->is_wrapped_number())) {
@@ -289,9 +260,9 @@ std::shared_ptr<const ReplayProgram> ReplayProgram::build(
         argument.fresh_copy = is_lift_fresh(call.op);
         const at::Tensor host = value.toTensor().cpu().contiguous();
         signature.push_back(argument.fresh_copy ? 'f' : 'w');
-        scalar(signature, 'T', host.scalar_type());
-        bytes(signature, host.sizes().data(), host.dim() * sizeof(int64_t));
-        bytes(signature, host.const_data_ptr(), host.nbytes());
+        append_tagged(signature, 'T', host.scalar_type());
+        append_bytes(signature, host.sizes().data(), host.dim() * sizeof(int64_t));
+        append_bytes(signature, host.const_data_ptr(), host.nbytes());
       } else {
         return refuse(name + " reads a tensor that is neither an argument "
                              "nor an earlier call's result");
@@ -317,7 +288,7 @@ std::shared_ptr<const ReplayProgram> ReplayProgram::build(
                         slots.push_back(it->second);
                       });
       signature.push_back('r');
-      bytes(signature, slots.data(), slots.size() * sizeof(int));
+      append_bytes(signature, slots.data(), slots.size() * sizeof(int));
       step.returns.push_back(std::move(slots));
     }
     if (reads_device && to_host) {
@@ -336,7 +307,7 @@ std::shared_ptr<const ReplayProgram> ReplayProgram::build(
       return refuse("the decomposition returns a tensor none of its calls made");
     }
     signature.push_back('R');
-    bytes(signature, result.slots.data(), result.slots.size() * sizeof(int));
+    append_bytes(signature, result.slots.data(), result.slots.size() * sizeof(int));
     program->results_.push_back(std::move(result));
   }
   // Each slot is let go after the last step that reads or fills it, as the
