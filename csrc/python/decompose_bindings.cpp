@@ -225,14 +225,14 @@ void bind_decompositions(py::module& m) {
       "(torch_infini.decompositions); with record, it returns (results, "
       "calls, why they may not be replayed).");
   m.def(
-      "_clear_decomposition_replays",
+      "_forget_decomposition_runs",
       []() {
-        ops::clear_replays();
+        ops::forget_decomposition_runs();
         without.clear();
       },
       "Forgets what was learned from the decompositions' Python code (it "
       "was replaced: torch_infini.decompositions' table): the recorded "
-      "runs, and which overloads have none.");
+      "runs, the refusals they met, and which overloads have none.");
   m.def("_decomposition_replays_of", &ops::replays_of,
         "(replayable, [why not, ...]): how many decompositions of overload "
         "name (\"aten::trace\") were recorded for replay in this process, "

@@ -390,16 +390,16 @@ def install() -> None:
 
 
 class _Module(types.ModuleType):
-    """This module, forgetting the kernel's recorded decompositions
-    (``recording.py``) when its table is replaced: they replay the code
-    they were recorded from."""
+    """This module, making the kernel forget what its decompositions' runs
+    taught (their recorded calls, ``recording.py``, and the refusals they
+    met) when its table is replaced: those came from the code replaced."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
         if name in ("_table", "_in_place_table"):
             from .. import _C
 
-            _C._clear_decomposition_replays()
+            _C._forget_decomposition_runs()
 
 
 sys.modules[__name__].__class__ = _Module

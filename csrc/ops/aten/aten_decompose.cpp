@@ -92,6 +92,10 @@ class RefusedDecompositions {
     }
     refused_.emplace(std::move(key), std::move(refusal));
   }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    refused_.clear();
+  }
 
  private:
   mutable std::mutex mutex_;
@@ -171,6 +175,11 @@ void move_cpu_scalars(const Plan& plan, torch::jit::Stack* stack,
 }  // namespace
 
 void set_decompose_hook(DecomposeHook hook) { installed.store(hook); }
+
+void forget_decomposition_runs() {
+  refused_decompositions().clear();
+  clear_replays();
+}
 
 bool try_decompose(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                    std::string* refusal, Recording* recording) {

@@ -29,6 +29,10 @@ using DecomposeHook = bool (*)(const c10::OperatorHandle& op,
 
 void set_decompose_hook(DecomposeHook hook);
 
+// Forgets what the runs of the hook's decompositions taught (the refusals
+// they met, their recorded calls): their Python code was replaced.
+void forget_decomposition_runs();
+
 // The installed hook's run of `op`, except within `op`'s own decomposition
 // on this thread (one that calls itself, through PyTorch's primitives, is
 // not a decomposition).
