@@ -416,20 +416,23 @@ std::shared_ptr<const ReplayProgram> find_replay(const std::string& key) {
 void remember_replay(std::string key,
                      std::shared_ptr<const ReplayProgram> program) {
   Replays& r = replays();
+  // Programs let go are destroyed after the lock (their constants may be
+  // device memory); `program` outlives it too.
+  std::unordered_map<std::string, std::shared_ptr<const ReplayProgram>> dropped;
   std::lock_guard<std::mutex> lock(r.mutex);
   if (r.map.size() >= 4096) {
-    r.map.clear();  // bounded: a program per size, in a loop of ever new sizes
+    dropped.swap(r.map);  // bounded: a program per size, in a loop of ever new sizes
   }
-  const bool replayable = program->replayable();
-  if (r.map.emplace(std::move(key), std::move(program)).second && replayable) {
+  if (r.map.emplace(std::move(key), program).second && program->replayable()) {
     r.recorded.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
 void clear_replays() {
   Replays& r = replays();
+  std::unordered_map<std::string, std::shared_ptr<const ReplayProgram>> dropped;
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.map.clear();
+  dropped.swap(r.map);  // destroyed after the lock
 }
 
 std::pair<size_t, std::vector<std::string>> replays_of(const std::string& name) {
