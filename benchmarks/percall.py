@@ -1,11 +1,13 @@
 #!/usr/bin/env python
 """Where the time of one small call goes, per provider.
 
-    python benchmarks/percall.py [--providers host infini] [--ops add mul softmax mm]
+    python benchmarks/percall.py [--providers host infini] [--ops add mul softmax mm layer_norm]
                                  [--no-callgrind] [--json PATH]
 
-For a one-element ``add``, ``mul`` and ``softmax`` and a 64x64 ``mm`` (one
-call + ``synchronize()``), on each provider this build can select:
+For a one-element ``add``, ``mul`` and ``softmax``, a 64x64 ``mm`` and a
+[2, 12, 32] ``layer_norm`` (one call + ``synchronize()``; on the Infini
+stack ``layer_norm`` is a decomposition), on each provider this build can
+select:
 
 * **time per call** against CPU eager, the two interleaved repetition by
   repetition in one process (a fresh one per provider), with the load
@@ -54,6 +56,10 @@ OPS = {
     "mul": ("a, b = torch.randn(1), torch.randn(1)", "torch.mul(x, y)"),
     "softmax": ("a = b = torch.randn(1)", "torch.softmax(x, -1)"),
     "mm": ("a, b = torch.randn(64, 64), torch.randn(64, 64)", "torch.mm(x, y)"),
+    # An operator InfiniOps lacks: on the Infini stack, its decomposition
+    # (recorded once, then replayed: csrc/ops/aten/decomposition_replay.h).
+    "layer_norm": ("a, b = torch.randn(2, 12, 32), torch.randn(32)",
+                   "torch.nn.functional.layer_norm(x, (32,), y, y)"),
 }
 
 # Parts of a call, innermost first: a function (callgrind's name, with its
@@ -74,6 +80,7 @@ PARTS = [
                         r"OperatorCache|scalar_cache"),
     ("meta and outputs", r"torch_infini::ops::.*(meta|Meta)|MetaRun|Meta::|InfiniAllocator|"
                          r"torch_infini::.*(allocate|empty_)|at::detail::empty_generic"),
+    ("decomposition replay", r"torch_infini::ops::(ReplayProgram|replay_|find_replay|\(anonymous namespace\)::append_)"),
     ("queue and sync", r"torch_infini::runtime::host::HostStream::|torch_infini::.*synchronize|"
                        r"InfiniProvider::stream_synchronize|spin_until"),
     ("our kernel", r"torch_infini::"),
