@@ -20,6 +20,11 @@ is not used. A CPU 0-dim tensor the call reads (a scalar, which CUDA takes
 beside device tensors: ``index_fill``'s value) reaches it on the call's
 device, since the operators it calls may not take one (``index_copy``'s
 source); a wrapped number (a Python scalar) stays on the CPU. On the host runtime every overload has a kernel, so none runs.
+
+A decomposition runs its Python once per key: its first run is recorded at
+the dispatcher (``recording.py``), and later calls of the same arguments and
+state replay those operator calls from C++
+(``csrc/ops/aten/decomposition_replay.h``).
 """
 
 from __future__ import annotations
