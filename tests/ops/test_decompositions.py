@@ -259,6 +259,18 @@ def test_arange_out_matches_cpu(dtype, start, end, step):
     torch.testing.assert_close(out.cpu(), expected)
 
 
+@pytest.mark.parametrize("dtype,start,end,step", [(torch.int64, 2**60, 2**60 + 7, 2), (torch.int64, -(2**62), -(2**62) + 9, 3),
+                                                  (torch.int32, 2**40, 2**40 + 5, 1), (torch.int8, 100, 160, 7)])
+def test_arange_out_of_integers_is_exact_beyond_float64(dtype, start, end, step):
+    """An integer arange is computed in int64, as CPU's kernel computes it:
+    exact beyond 2^53, wrapped into a narrower dtype as CPU casts."""
+    expected = torch.arange(start, end, step, out=torch.empty(0, dtype=dtype))
+    out = torch.empty(0, dtype=dtype, device=DEV)
+    got = _decompose(aten.arange.start_out, start, end, step, out=out)
+    _skip_if_unserved(got)
+    assert out.dtype == expected.dtype and torch.equal(out.cpu(), expected)
+
+
 @pytest.mark.parametrize("start,end,step", [(0, 10, 0), (0, 10, -1), (0, float("inf"), 1)])
 def test_arange_out_raises_cpus_errors(start, end, step):
     with pytest.raises(Exception) as cpu:

@@ -64,18 +64,26 @@ def _arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> to
     """``arange.start_out`` (which ``torch.arange`` calls): PyTorch's
     decomposition ends in ``prims.iota``, whose implementation is
     ``torch.arange`` itself. The length and CPU's errors come from the meta
-    kernel; the indices from a cumulative sum of ones (exact below 2^53);
-    the values are ``start + i * step`` in float64 (CPU computes float32 in
-    double), cast to ``out``'s dtype."""
+    kernel; the values ``start + i * step`` from a cumulative sum of ones:
+    for a floating ``out`` in float64 (CPU computes float32 in double; exact
+    below 2^53), for an integer one in int64 as CPU's kernel computes it,
+    then cast to ``out``'s dtype. A step of 1 or a start of 0 costs no
+    call (a replayed arange is as many calls as it has parts)."""
     n = torch.ops.aten.arange.start_out(start, end, step, out=torch.empty(0, dtype=out.dtype, device="meta")).numel()
-    if not out.dtype.is_floating_point:
+    if out.dtype.is_floating_point:
+        if abs(start) + n * abs(step) >= _MAX_EXACT:
+            raise NotImplementedError(
+                "aten::arange.start_out: the decomposition on infini computes in float64, which does not represent "
+                "every value of this range exactly; use the host runtime (TORCH_INFINI_PROVIDER=host)")
+        values = torch.ones(n, dtype=torch.float64, device=out.device).cumsum(0) - 1
+        values = values * float(step) if float(step) != 1.0 else values
+        values = values + float(start) if float(start) != 0.0 else values
+    else:
         start, step = int(start), int(step)  # as CPU's kernel reads them for an integer out
-    if abs(start) + n * abs(step) >= _MAX_EXACT:
-        raise NotImplementedError(
-            "aten::arange.start_out: the decomposition on infini computes in float64, which does not represent "
-            "every value of this range exactly; use the host runtime (TORCH_INFINI_PROVIDER=host)")
-    index = torch.ones(n, dtype=torch.float64, device=out.device).cumsum(0) - 1
-    values = (index * float(step) + float(start)).to(out.dtype)
+        values = torch.ones(n, dtype=torch.int64, device=out.device).cumsum(0)  # i + 1
+        values = values * step if step != 1 else values
+        values = values + (start - step) if start != step else values
+    values = values.to(out.dtype)
     if out.numel() not in (0, n):  # CPU's warning (its meta function words it otherwise)
         warnings.warn(
             f"The number of elements in the out tensor of shape {list(out.shape)} is {out.numel()} which does not "
