@@ -42,7 +42,7 @@ bool append_tensor(std::string& out, const at::Tensor& t) {
       (t.requires_grad() << 3) |
       (t.unsafeGetTensorImpl()->is_wrapped_number() << 4)));
   if (t.device().is_cpu()) {
-    if (dim != 0) {
+    if (dim != 0 || t.const_data_ptr() == nullptr) {  // (a ZeroTensor has no memory)
       return false;
     }
     append_bytes(out, t.const_data_ptr(), t.element_size());
@@ -82,17 +82,17 @@ bool append_value(std::string& out, const c10::IValue& value) {
 void append_aliasing(std::string& out, c10::ArrayRef<c10::IValue> args) {
   std::vector<const at::Tensor*> seen;
   for_each_tensor(args, [&](const at::Tensor& t, size_t) {
-    int16_t same = -1;
-    int16_t shares = -1;
+    int32_t same = -1;  // (a list may hold more tensors than an int16 counts)
+    int32_t shares = -1;
     for (size_t j = 0; t.defined() && j < seen.size() && same < 0; ++j) {
       const at::Tensor& other = *seen[j];
       if (!other.defined()) {
         continue;
       }
       if (other.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
-        same = static_cast<int16_t>(j);
+        same = static_cast<int32_t>(j);
       } else if (shares < 0 && other.storage().is_alias_of(t.storage())) {
-        shares = static_cast<int16_t>(j);
+        shares = static_cast<int32_t>(j);
       }
     }
     append_tagged(out, 'a', same);
