@@ -23,6 +23,8 @@ import torch_infini
 from hang_guard import HANG_GUARD_S
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cuda_train.py"
+# The CPU oracle under torchrun runs through this, for PyTorch's own exit race (see its docstring).
+EXIT_GRACE = Path(__file__).resolve().parent / "exit_grace.py"
 
 
 def _train(device: str, *options: str, processes: int = 1, switch: bool = True) -> dict:
@@ -37,6 +39,8 @@ def _train(device: str, *options: str, processes: int = 1, switch: bool = True) 
         out = os.path.join(tmp, "result.pt")
         command = [sys.executable, str(EXAMPLE), "--device", device, "--out", out, *options]
         if processes > 1:
+            if not switch:
+                command.insert(1, str(EXIT_GRACE))
             command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                        f"--nproc-per-node={processes}", *command[1:]]
         proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
