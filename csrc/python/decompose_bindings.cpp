@@ -22,10 +22,12 @@ namespace torch_infini {
 namespace {
 
 // run(name, args, kwargs): the overload's results, NotImplemented where it
-// has no decomposition, NotImplementedError where one it calls is not
-// served. A strong reference, kept for the life of the process: it is never
-// released, since the interpreter may be gone before static destruction.
+// has no decomposition, `declined` where its decomposition declines these
+// arguments, NotImplementedError where one it calls is not served. Strong
+// references, kept for the life of the process: they are never released,
+// since the interpreter may be gone before static destruction.
 PyObject* runner = nullptr;
+PyObject* declined = nullptr;
 
 // Overloads the runner has no decomposition for, learned from it (read and
 // written with the GIL held): not converted and asked again.
@@ -167,7 +169,8 @@ bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     error.persist();  // held by the exception while the GIL is released
     throw error;
   }
-  if (recording != nullptr && !result.is(py::handle(Py_NotImplemented))) {
+  if (recording != nullptr && !result.is(py::handle(Py_NotImplemented)) &&
+      !result.is(py::handle(declined))) {
     // (result, calls, why they may not be replayed)
     const py::tuple recorded = result.cast<py::tuple>();
     result = recorded[0];
@@ -183,10 +186,15 @@ bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack,
       }
     }
   }
-  // None for the overload, or (a decomposition of PyTorch's may say so
-  // itself: adaptive_max_pool's) none for these arguments.
+  // None for the overload: not asked again. None for these arguments (a
+  // decomposition of PyTorch's may say so itself: adaptive_max_pool's, for
+  // sizes that do not divide): no refusal to remember either, since what
+  // decided may be a size, which the refusals' key does not hold.
   if (result.is(py::handle(Py_NotImplemented))) {
     without.insert(name);
+    return false;
+  }
+  if (result.is(py::handle(declined))) {
     return false;
   }
   const auto& returns = schema.returns();
@@ -214,16 +222,20 @@ bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack,
 void bind_decompositions(py::module& m) {
   m.def(
       "_set_decomposition_runner",
-      [](const py::object& run) {
-        PyObject* previous = runner;
+      [](const py::object& run, const py::object& declines) {
+        PyObject* previous[] = {runner, declined};
         runner = run.inc_ref().ptr();
-        Py_XDECREF(previous);
+        declined = declines.inc_ref().ptr();
+        for (PyObject* object : previous) {
+          Py_XDECREF(object);
+        }
         ops::set_decompose_hook(&run_decomposition);
       },
       "Installs run(name, args, kwargs, record), which runs PyTorch's "
       "decomposition of an overload the provider does not map "
       "(torch_infini.decompositions); with record, it returns (results, "
-      "calls, why they may not be replayed).");
+      "calls, why they may not be replayed). It returns `declined` where "
+      "the decomposition declines the arguments.");
   m.def(
       "_forget_decomposition_runs",
       []() {

@@ -253,6 +253,21 @@ def test_a_decomposition_declining_its_arguments_is_not_run(monkeypatch):
     torch.testing.assert_close(_as_kernel(aten.trace.default, x.to(DEV)).cpu(), torch.trace(x))
 
 
+def test_a_decomposition_declining_some_sizes_still_serves_the_others(monkeypatch):
+    """Declining is per call (adaptive_max_pool's declines sizes that do not
+    divide): after an odd-sized call it declined, an even-sized one of the
+    same overload, ranks and dtype is decomposed, as CPU computes it."""
+    def trace(t):
+        return NotImplemented if t.shape[0] % 2 else torch.diagonal(t).sum()
+    _with_decomposition(monkeypatch, "aten::trace", trace)
+    schema = aten.trace.default._schema
+    for _ in range(2):  # the second time from whatever the first left
+        assert _C._decompose_as_kernel_for_test(schema.name, schema.overload_name,
+                                                torch.randn(3, 3).to(DEV)) == ""
+        x = torch.randn(4, 4)
+        torch.testing.assert_close(_as_kernel(aten.trace.default, x.to(DEV)).cpu(), torch.trace(x))
+
+
 def test_replacing_the_table_forgets_the_recorded_runs(monkeypatch):
     x = torch.randn(3, 3)
     for _ in range(2):

@@ -360,9 +360,24 @@ def _tensors(value: Any) -> Iterator[torch.Tensor]:
             yield from _tensors(item)
 
 
+class _Declined:
+    """What :func:`run` returns where the overload's decomposition declines
+    these arguments (returns ``NotImplemented`` for them, as
+    ``adaptive_max_pool2d``'s does for an output size that does not divide
+    the input's): unlike an overload without one, other arguments of the
+    same overload are still decomposed."""
+
+    def __repr__(self) -> str:
+        return "DECLINED"
+
+
+DECLINED = _Declined()
+
+
 def run(name: str, args: tuple, kwargs: dict, record: bool = False) -> Any:
     """Runs the decomposition of overload ``name`` (``"aten::trace"``) on its
-    arguments; ``NotImplemented`` where PyTorch has none. Raises
+    arguments; ``NotImplemented`` where PyTorch has none, :data:`DECLINED`
+    where it has one that declines these arguments. Raises
     ``NotImplementedError`` where an operator it calls is not served, or its
     result is not on the arguments' device. With ``record``, returns
     ``(result, calls, why they may not be replayed)``
@@ -385,6 +400,8 @@ def run(name: str, args: tuple, kwargs: dict, record: bool = False) -> Any:
         result, calls, why_not = recording.run_recorded(lambda: fn(*args, **kwargs))
     else:
         result = fn(*args, **kwargs)
+    if result is NotImplemented:
+        return DECLINED
     given = {t.device for t in _tensors((args, tuple(kwargs.values())))}
     made = {t.device for t in _tensors(result)}
     stray = {d for d in made if d.type != "infini"} - given
@@ -399,7 +416,7 @@ def install() -> None:
     (``torch_infini._C``)."""
     from .. import _C
 
-    _C._set_decomposition_runner(run)
+    _C._set_decomposition_runner(run, DECLINED)
 
 
 class _Module(types.ModuleType):
