@@ -197,9 +197,19 @@ struct Entry {
 
 using Cache = std::unordered_map<std::string, Entry>;
 
-Cache& cache() {
-  thread_local Cache entries;
-  return entries;
+// The thread's cache, and the buffer its keys are built in. Reached once
+// per call, through a function kept out of line: where the compiler saw
+// which thread-local the key's helpers always append to, it wrote each
+// append as a new lookup of the thread's storage (__tls_get_addr, about 30
+// per call of two tensors).
+struct ThreadCache {
+  Cache entries;
+  std::string key;
+};
+
+C10_NOINLINE ThreadCache& thread_cache() {
+  thread_local ThreadCache local;
+  return local;
 }
 
 // The key of a call in a per-thread buffer; false when it cannot be keyed.
@@ -223,11 +233,6 @@ bool key_of(const Plan& plan, c10::ArrayRef<c10::IValue> args,
   }
   classes.append_order(buffer);
   return true;
-}
-
-std::string& buffer() {
-  thread_local std::string key;
-  return key;
 }
 
 }  // namespace
@@ -263,11 +268,12 @@ std::shared_ptr<const Layouts> find_layouts(const Plan& plan,
                                             LayoutsKey* miss,
                                             RecomputeLayouts recompute) {
   const runtime::DispatchState state = runtime::DispatchState::current();
-  if (!key_of(plan, args, same, state, buffer())) {
+  ThreadCache& local = thread_cache();
+  if (!key_of(plan, args, same, state, local.key)) {
     return nullptr;
   }
-  const auto it = cache().find(buffer());
-  if (it != cache().end()) {
+  const auto it = local.entries.find(local.key);
+  if (it != local.entries.end()) {
     if (runtime::verify_caches()) {
       // Held apart from the table: recomputing may run calls of its own.
       const Entry entry = it->second;
@@ -291,7 +297,7 @@ std::shared_ptr<const Layouts> find_layouts(const Plan& plan,
     return it->second.layouts;
   }
   if (miss != nullptr) {
-    miss->key = buffer();
+    miss->key = local.key;
     miss->state = state;
     if (runtime::verify_caches()) {
       miss->unkeyed = unkeyed_of(args);
@@ -304,10 +310,11 @@ void remember_layouts(LayoutsKey key, std::shared_ptr<const Layouts> layouts) {
   if (key.key.empty()) {
     return;
   }
-  if (cache().size() >= kMaxEntries) {
-    cache().clear();  // entries are shared: callers holding one keep it
+  Cache& entries = thread_cache().entries;
+  if (entries.size() >= kMaxEntries) {
+    entries.clear();  // entries are shared: callers holding one keep it
   }
-  cache().insert_or_assign(
+  entries.insert_or_assign(
       std::move(key.key),
       Entry{std::move(layouts), key.state, std::move(key.unkeyed)});
 }
