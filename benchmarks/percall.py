@@ -1,12 +1,14 @@
 #!/usr/bin/env python
 """Where the time of one small call goes, per provider.
 
-    python benchmarks/percall.py [--providers host infini] [--ops add mul softmax mm layer_norm]
+    python benchmarks/percall.py [--providers host infini] [--ops add mul softmax mm layer_norm mul_]
                                  [--no-callgrind] [--json PATH]
 
 For a one-element ``add``, ``mul`` and ``softmax``, a 64x64 ``mm`` and a
 [2, 12, 32] ``layer_norm`` (one call + ``synchronize()``; on the Infini
-stack ``layer_norm`` is a decomposition), on each provider this build can
+stack ``layer_norm`` is a decomposition), and ``mul_`` of 32 elements by a
+Python number (as optimizers call it per parameter: PyTorch's ``mul_.Scalar``
+calls ``mul.out`` with the number wrapped), on each provider this build can
 select:
 
 * **time per call** against CPU eager, the two interleaved repetition by
@@ -60,6 +62,9 @@ OPS = {
     # (recorded once, then replayed: csrc/ops/aten/decomposition_replay.h).
     "layer_norm": ("a, b = torch.randn(2, 12, 32), torch.randn(32)",
                    "torch.nn.functional.layer_norm(x, (32,), y, y)"),
+    # In place by a Python number, as optimizers call it per parameter
+    # (PyTorch's mul_.Scalar calls mul.out with the number wrapped).
+    "mul_": ("a = b = torch.randn(32)", "x.mul_(0.999)"),
 }
 
 # Parts of a call, innermost first: a function (callgrind's name, with its
