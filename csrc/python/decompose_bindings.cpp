@@ -245,6 +245,9 @@ void bind_decompositions(py::module& m) {
       "Forgets what was learned from the decompositions' Python code (it "
       "was replaced: torch_infini.decompositions' table): the recorded "
       "runs, the refusals they met, and which overloads have none.");
+  m.def("_decomposition_replayed_operators_of", &ops::replayed_operators_of,
+        "The operators each replayable program of overload name calls, in "
+        "order (tests, diagnostics).");
   m.def("_decomposition_replays_of", &ops::replays_of,
         "(replayable, [why not, ...]): how many decompositions of overload "
         "name (\"aten::trace\") were recorded for replay in this process, "

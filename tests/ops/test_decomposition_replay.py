@@ -205,6 +205,23 @@ def test_an_out_overload_is_written_by_each_replay():
         torch.testing.assert_close(out.cpu(), torch.flip(x, [0]))
 
 
+def test_a_replay_skips_the_meta_calls_that_only_learned_metadata():
+    """arange's decomposition learns its length from a meta arange (whose
+    checks are CPU's); the replay skips that call and the meta tensor it
+    wrote, and still gives CPU's values, each call a new out."""
+    before = _counts()
+    for _ in range(3):
+        out = torch.empty(0, dtype=torch.int64, device=DEV)
+        got = _as_kernel(aten.arange.start_out, 3, 40, 3, out=out)
+        assert got.data_ptr() == out.data_ptr()
+        assert torch.equal(out.cpu(), torch.arange(3, 40, 3))
+    assert _delta(before)["replayed"] == 2
+    programs = _C._decomposition_replayed_operators_of("aten::arange.start_out")
+    assert programs and all(ops for ops in programs), programs
+    for ops in programs:
+        assert "aten::arange.start_out" not in ops and "aten::empty.memory_format" not in ops, ops
+
+
 def test_a_warning_is_issued_by_every_call():
     """The replay would not warn: a run that warned runs its Python each
     time (arange's resize of a non-empty out of another size)."""

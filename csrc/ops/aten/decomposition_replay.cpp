@@ -5,6 +5,7 @@
 #include <c10/core/TensorImpl.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -231,7 +232,20 @@ std::shared_ptr<const ReplayProgram> ReplayProgram::build(
     Step step{call.op, {}, {}, {}};
     signature += name;
     bool reads_device = false;
+    // Whether every tensor it takes or makes is a meta tensor (and it takes
+    // or makes one).
+    bool meta_tensors = false;
+    bool others = false;
+    const auto see = [&](const c10::IValue& value) {
+      for_each_tensor(c10::ArrayRef<c10::IValue>(value),
+                      [&](const at::Tensor& t, size_t) {
+                        if (t.defined()) {
+                          (t.is_meta() ? meta_tensors : others) = true;
+                        }
+                      });
+    };
     for (const c10::IValue& value : call.arguments) {
+      see(value);
       for_each_tensor(c10::ArrayRef<c10::IValue>(value),
                       [&](const at::Tensor& t, size_t) {
                         reads_device = reads_device ||
@@ -294,6 +308,10 @@ std::shared_ptr<const ReplayProgram> ReplayProgram::build(
     if (reads_device && to_host) {
       return refuse(name + " copies device memory to the host");
     }
+    for (const c10::IValue& value : call.returns) {
+      see(value);
+    }
+    step.on_meta_only = meta_tensors && !others;
     program->steps_.push_back(std::move(step));
   }
   for (const c10::IValue& value : results) {
@@ -310,6 +328,7 @@ std::shared_ptr<const ReplayProgram> ReplayProgram::build(
     append_bytes(signature, result.slots.data(), result.slots.size() * sizeof(int));
     program->results_.push_back(std::move(result));
   }
+  program->drop_unused_meta_steps(nslots);
   // Each slot is let go after the last step that reads or fills it, as the
   // Python code's references would be: a long decomposition holds no more
   // memory than its run did.
@@ -339,6 +358,59 @@ std::shared_ptr<const ReplayProgram> ReplayProgram::build(
   }
   program->nslots_ = nslots;
   return program;
+}
+
+// A step on meta tensors alone whose results no later kept step reads, nor
+// the program's results: a meta call the Python code made to learn
+// metadata (arange's length, from the meta kernel that checks its bounds as
+// CPU's does). Its outcome is fixed by the key, which holds every number and
+// every tensor's metadata it was computed from, and it touches no device
+// memory; the first run passed its checks, so the replay skips it (a meta
+// arange.start_out is a Python meta function, 42 us of a 78 us arange).
+void ReplayProgram::drop_unused_meta_steps(size_t nslots) {
+  std::vector<bool> read(nslots, false);
+  const auto mark = [&](const std::vector<int>& slots) {
+    for (const int s : slots) {
+      if (s >= 0) {
+        read[s] = true;
+      }
+    }
+  };
+  for (const Argument& r : results_) {
+    mark(r.slots);
+  }
+  std::vector<bool> keep(steps_.size(), true);
+  for (size_t i = steps_.size(); i-- > 0;) {
+    const Step& step = steps_[i];
+    if (step.on_meta_only) {
+      keep[i] = std::any_of(step.returns.begin(), step.returns.end(),
+                            [&](const std::vector<int>& slots) {
+                              return std::any_of(slots.begin(), slots.end(), [&](int s) {
+                                return s >= 0 && read[s];
+                              });
+                            });
+    }
+    if (keep[i]) {
+      for (const Argument& a : step.arguments) {
+        mark(a.slots);
+      }
+    }
+  }
+  std::vector<Step> kept;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    if (keep[i]) {
+      kept.push_back(std::move(steps_[i]));
+    }
+  }
+  steps_ = std::move(kept);
+}
+
+std::vector<std::string> ReplayProgram::operators() const {
+  std::vector<std::string> names;
+  for (const Step& step : steps_) {
+    names.push_back(name_of(step.op));
+  }
+  return names;
 }
 
 bool ReplayProgram::run(torch::jit::Stack* stack, size_t nargs,
@@ -433,6 +505,19 @@ void clear_replays() {
   std::unordered_map<std::string, std::shared_ptr<const ReplayProgram>> dropped;
   std::lock_guard<std::mutex> lock(r.mutex);
   dropped.swap(r.map);  // destroyed after the lock
+}
+
+std::vector<std::vector<std::string>> replayed_operators_of(const std::string& name) {
+  Replays& r = replays();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<std::vector<std::string>> found;
+  const std::string prefix = name + '\0';  // a key begins with its overload
+  for (const auto& [key, program] : r.map) {
+    if (key.compare(0, prefix.size(), prefix) == 0 && program->replayable()) {
+      found.push_back(program->operators());
+    }
+  }
+  return found;
 }
 
 std::pair<size_t, std::vector<std::string>> replays_of(const std::string& name) {

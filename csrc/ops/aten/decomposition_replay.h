@@ -75,6 +75,9 @@ class ReplayProgram {
   // verification mode's message.
   const runtime::DispatchState& state() const { return state_; }
 
+  // The operators it calls, in order ("aten::cumsum"; tests, diagnostics).
+  std::vector<std::string> operators() const;
+
  private:
   // An argument: a constant, or a value whose tensors (in
   // runtime::for_each_tensor's order) are slots; a lift_fresh constant is
@@ -90,7 +93,10 @@ class ReplayProgram {
     // Per return, the slots its tensors fill (a list's, in order).
     std::vector<std::vector<int>> returns;
     std::vector<int> release;  // slots no later step or result reads
+    bool on_meta_only = false;  // takes and makes meta tensors alone
   };
+
+  void drop_unused_meta_steps(size_t nslots);
 
   size_t ninputs_ = 0;
   runtime::DispatchState state_;
@@ -119,6 +125,8 @@ void clear_replays();
 // The programs remembered for overload `name` ("aten::trace"): how many
 // are replayable, and why each other one is not (tests, diagnostics).
 std::pair<size_t, std::vector<std::string>> replays_of(const std::string& name);
+// The operators each replayable program of overload `name` calls.
+std::vector<std::vector<std::string>> replayed_operators_of(const std::string& name);
 
 struct ReplayCounts {
   uint64_t recorded = 0;  // programs kept
