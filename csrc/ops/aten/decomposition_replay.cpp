@@ -379,16 +379,23 @@ void ReplayProgram::drop_unused_meta_steps(size_t nslots) {
   for (const Argument& r : results_) {
     mark(r.slots);
   }
+  const auto any_read = [&](const std::vector<int>& slots) {
+    return std::any_of(slots.begin(), slots.end(),
+                       [&](int s) { return s >= 0 && read[s]; });
+  };
   std::vector<bool> keep(steps_.size(), true);
   for (size_t i = steps_.size(); i-- > 0;) {
     const Step& step = steps_[i];
     if (step.on_meta_only) {
-      keep[i] = std::any_of(step.returns.begin(), step.returns.end(),
-                            [&](const std::vector<int>& slots) {
-                              return std::any_of(slots.begin(), slots.end(), [&](int s) {
-                                return s >= 0 && read[s];
-                              });
-                            });
+      // What it makes or changes (a meta tensor's metadata, resize_'s), if
+      // anything later reads it.
+      keep[i] = std::any_of(step.returns.begin(), step.returns.end(), any_read);
+      const auto& schema = step.op.schema().arguments();
+      for (size_t j = 0; j < step.arguments.size() && j < schema.size(); ++j) {
+        const auto* alias = schema[j].alias_info();
+        keep[i] = keep[i] ||
+            (alias != nullptr && alias->isWrite() && any_read(step.arguments[j].slots));
+      }
     }
     if (keep[i]) {
       for (const Argument& a : step.arguments) {
