@@ -14,6 +14,14 @@
 
 namespace torch_infini::ops {
 
+// "aten::add.Tensor" ("aten::trace" without an overload name), as
+// c10::toString formats it, without its ostringstream (a locale, a heap
+// allocation: about 1,500 instructions), for names built per call.
+inline std::string full_name(const c10::OperatorName& op) {
+  return op.overload_name.empty() ? op.name
+                                  : op.name + "." + op.overload_name;
+}
+
 // The tensor as the runtime sees it: data pointer (storage offset applied),
 // sizes, strides, dtype.
 runtime::TensorArg arg_of(const at::Tensor& t);

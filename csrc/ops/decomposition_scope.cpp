@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "ops/common.h"
+
 namespace torch_infini::ops {
 namespace {
 
@@ -23,7 +25,7 @@ bool decomposing(const c10::FunctionSchema& schema) {
 std::string decompositions_in_progress() {
   std::string names;
   for (const c10::FunctionSchema* schema : in_progress()) {
-    names += c10::toString(schema->operator_name()) + ">";
+    names += full_name(schema->operator_name()) + ">";
   }
   return names;
 }

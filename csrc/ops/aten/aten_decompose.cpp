@@ -47,10 +47,10 @@ class RefusedDecompositions {
     std::string reason;
     runtime::DispatchState state;  // what it was refused under (in the key)
   };
-  static std::string key(const c10::OperatorHandle& op,
+  static std::string key(const std::string& name,
                          c10::ArrayRef<c10::IValue> args,
                          const runtime::DispatchState& state) {
-    std::string key = c10::toString(op.operator_name());
+    std::string key = name;
     state.append_to(key);
     key += "(within " + decompositions_in_progress() + ")";
     for (const c10::IValue& v : args) {
@@ -197,11 +197,12 @@ namespace {
 // call's key, else run by the hook, recording it where the call can be
 // keyed. The verification mode runs and records every hit again and
 // compares the two programs.
-bool run_or_replay(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                   std::string* refusal, const runtime::DispatchState& state) {
+bool run_or_replay(const Plan& plan, const c10::OperatorHandle& op,
+                   torch::jit::Stack* stack, std::string* refusal,
+                   const runtime::DispatchState& state) {
   const size_t nargs = op.schema().arguments().size();
   const auto args = torch::jit::last(*stack, nargs);
-  std::optional<std::string> key = replay_key(op, args, state);
+  std::optional<std::string> key = replay_key(plan.name, args, state);
   const std::shared_ptr<const ReplayProgram> known =
       key ? find_replay(*key) : nullptr;
   if (known != nullptr && !runtime::verify_caches()) {
@@ -287,7 +288,7 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
   }
   raise_cpu_error_if_reading_only_empty(plan, op, args);
   const runtime::DispatchState state = runtime::DispatchState::current();
-  std::string key = RefusedDecompositions::key(op, args, state);
+  std::string key = RefusedDecompositions::key(plan.name, args, state);
   const std::optional<RefusedDecompositions::Refusal> known =
       refused_decompositions().find(key);
   if (known && !runtime::verify_caches()) {
@@ -307,7 +308,7 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
     // record show the overload, not its parts (nor the parts of a try that
     // meets a refused operator and gives way to the fallback).
     at::DisableRecordFunctionGuard as_one_kernel;
-    ran = run_or_replay(op, stack, refusal, state);
+    ran = run_or_replay(plan, op, stack, refusal, state);
   } catch (const std::exception&) {
     // CPU's wording where CPU refuses the call too (a float index), the
     // decomposition's where only the values refute it (an index out of

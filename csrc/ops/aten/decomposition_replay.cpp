@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "ops/common.h"
 #include "runtime/cache_key_bytes.h"
 #include "runtime/ivalue_tensors.h"
 
@@ -142,7 +143,7 @@ bool is_lift_fresh(const c10::OperatorHandle& op) {
 }
 
 std::string name_of(const c10::OperatorHandle& op) {
-  return c10::toString(op.operator_name());
+  return full_name(op.operator_name());
 }
 
 struct Replays {
@@ -160,10 +161,10 @@ Replays& replays() {
 
 }  // namespace
 
-std::optional<std::string> replay_key(const c10::OperatorHandle& op,
+std::optional<std::string> replay_key(const std::string& name,
                                       c10::ArrayRef<c10::IValue> args,
                                       const runtime::DispatchState& state) {
-  std::string key = name_of(op);
+  std::string key = name;
   key.push_back('\0');
   state.append_to(key);
   for (const c10::IValue& value : args) {

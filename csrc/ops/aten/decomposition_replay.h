@@ -110,7 +110,7 @@ class ReplayProgram {
 // The key of a call whose decomposition may be recorded, or none where an
 // argument cannot be keyed exactly (a CPU tensor other than a scalar, a
 // generator, a symbolic size).
-std::optional<std::string> replay_key(const c10::OperatorHandle& op,
+std::optional<std::string> replay_key(const std::string& name,
                                       c10::ArrayRef<c10::IValue> args,
                                       const runtime::DispatchState& state);
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "ops/common.h"
 #include "runtime/env.h"
 
 namespace torch_infini::ops::fallback_policy {
@@ -117,11 +118,6 @@ std::vector<std::string> sorted(const std::unordered_set<std::string>& names) {
   std::vector<std::string> out(names.begin(), names.end());
   std::sort(out.begin(), out.end());
   return out;
-}
-
-std::string full_name(const c10::OperatorName& op) {
-  return op.overload_name.empty() ? op.name
-                                  : op.name + "." + op.overload_name;
 }
 
 bool listed(const std::unordered_set<std::string>& names,
