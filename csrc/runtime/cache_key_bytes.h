@@ -38,9 +38,10 @@ inline bool append_plain_value(std::string& key, const c10::IValue& value) {
   } else if (value.isBool()) {
     key.push_back(value.toBool() ? 'B' : 'b');
   } else if (value.isString()) {
-    key.push_back('s');
+    // By its length first: a string holding the tag of what follows
+    // cannot make two calls' keys meet.
+    append_tagged(key, 's', value.toStringRef().size());
     key += value.toStringRef();
-    key.push_back(';');
   } else if (value.isDevice()) {
     append_tagged(key, 'D', static_cast<int>(value.toDevice().type()));
     append_tagged(key, 'D', static_cast<int>(value.toDevice().index()));

@@ -61,7 +61,7 @@ class RefusedDecompositions {
         key.append(reinterpret_cast<const char*>(&d), sizeof(d));
         key += "d;";
       } else if (v.isString()) {
-        key += v.toStringRef() + ";";
+        key += std::to_string(v.toStringRef().size()) + "s" + v.toStringRef();
       } else if (v.isIntList()) {
         for (const int64_t i : v.toIntList()) {
           key += std::to_string(i) + ":";
