@@ -20,7 +20,15 @@ The figures:
 * **files**: the source files those functions are in (headers included:
   an inline helper is read where it is written);
 * **returns**: stops whose file was visited before, and left (the reader
-  goes back to a file already read).
+  goes back to a file already read);
+* **implicit**: of the stops, the special members the compiler wrote (a
+  struct's copy constructor, destructor or assignment, defined by no line
+  of ours): a ``-O0`` build stops in them, a reader has nothing to read
+  there. The walk is printed with and without them.
+
+The ``mul`` program keeps each result alive, so that freeing it (the
+allocator's work when the tensor dies, not the call's) stays out of the
+walk.
 
 The program makes the call twice, a sentinel before, between and after;
 the walk is the calling thread's, in the second call (see :func:`walk`). gdb's ``rbreak``
@@ -61,9 +69,9 @@ for _ in range(5):
     torch.mul(a, b)
 torch.infini.synchronize()
 os.getppid()
-torch.mul(a, b)
+first = torch.mul(a, b)
 os.getppid()
-torch.mul(a, b)
+second = torch.mul(a, b)
 os.getppid()
 torch.infini.synchronize()
 """,
@@ -142,11 +150,37 @@ def walk(hits: list[list]) -> dict:
     steady-state call)."""
     hits = [h for h in hits if h[3] == CALLER_THREAD and h[4] == 1 and "/csrc/" in h[1]]
     stops = []
-    for name, path, _line, thread, _call in hits:
+    for name, path, line, thread, _call in hits:
         rel = path[path.index("/csrc/") + 1:]
         if stops and stops[-1]["function"] == name:
             continue
-        stops.append({"function": name, "file": rel, "thread": thread})
+        stops.append({"function": name, "file": rel, "thread": thread,
+                      "implicit": is_implicit_member(name, ROOT / rel, line)})
+    result = count(stops)
+    written = count([stop for stop in stops if not stop["implicit"]])
+    result["implicit"] = result["stops"] - written["stops"]
+    result["without_implicit"] = {key: written[key] for key in ("stops", "files", "returns")}
+    return result
+
+
+def is_implicit_member(function: str, source: Path, line: int) -> bool:
+    """Whether ``function`` is a constructor, destructor or assignment the
+    compiler wrote: gdb places those on the line that opens their struct."""
+    name = function.split("(")[0]
+    parts = name.split("::")
+    special = len(parts) >= 2 and (parts[-1] in (parts[-2], "~" + parts[-2]) or
+                                   parts[-1].startswith("operator="))
+    if not special:
+        return False
+    try:
+        text = source.read_text().splitlines()[line - 1].strip()
+    except (OSError, IndexError):
+        return False
+    return text.startswith(("struct ", "class "))
+
+
+def count(stops: list[dict]) -> dict:
+    """Stops, files and returns of a walk (see the module's docstring)."""
     seen: set[str] = set()
     returns = 0
     previous = None
@@ -194,13 +228,17 @@ def main() -> None:
     for case in args.case:
         result = run_case(case)
         results.append(result)
+        bare = result["without_implicit"]
         print(f"{case}: {result['stops']} stops in {result['files']} files, "
-              f"{result['returns']} returns to a file already left {' '.join(result['output'])}")
+              f"{result['returns']} returns to a file already left; without the "
+              f"{result['implicit']} implicit special members: {bare['stops']} stops in "
+              f"{bare['files']} files, {bare['returns']} returns {' '.join(result['output'])}")
         for f, n in result["per_file"].items():
             print(f"    {n:3d}  {f}")
         if args.list:
             for stop in result["walk"]:
-                print(f"      {stop['file']:40s} {stop['function']}")
+                mark = " (implicit)" if stop["implicit"] else ""
+                print(f"      {stop['file']:40s} {stop['function']}{mark}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 
