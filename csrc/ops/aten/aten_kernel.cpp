@@ -24,6 +24,7 @@
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/FunctionRef.h>
+#include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -366,7 +367,7 @@ void check_overlaps(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
 // A new output laid out as `r` says, on the call's device (which its
 // device guard has made current).
 c10::IValue allocate_result(const ResultLayout& r,
-                            std::vector<at::Tensor>& flat) {
+                            c10::SmallVectorImpl<at::Tensor>& flat) {
   const auto make = [&](const Layout& layout) {
     return layout.defined
         ? empty_strided_on_current_device(layout.sizes, layout.strides,
@@ -401,8 +402,9 @@ void queue_call(const Plan& plan, const c10::OperatorHandle& op,
   for (const auto& value : args) {
     call.args.push_back(snapshot_cpu_scalars(value));
   }
-  // Written arguments: resized as CPU would.
-  std::vector<at::Tensor> outputs;
+  // Written arguments: resized as CPU would. (Small vectors here and below:
+  // a call has a few outputs, and every queued call passes this way.)
+  c10::SmallVector<at::Tensor, 4> outputs;
   bool lists_written = false;
   for (size_t i = 0; i < plan.written.size(); ++i) {
     const c10::IValue& written = args[plan.written[i]];
@@ -420,8 +422,8 @@ void queue_call(const Plan& plan, const c10::OperatorHandle& op,
   }
   // New results: allocated here, written by the out= twin or copied from
   // the functional overload's results.
-  std::vector<c10::IValue> returns;
-  std::vector<at::Tensor> results;
+  c10::SmallVector<c10::IValue, 4> returns;
+  c10::SmallVector<at::Tensor, 4> results;
   size_t next_result = plan.written.size();
   size_t written_returned = 0;
   for (size_t i = 0; i < schema.returns().size(); ++i) {
