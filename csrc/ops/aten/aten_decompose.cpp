@@ -21,6 +21,7 @@
 #include "ops/fallback/fallback.h"
 #include "ops/op_coverage.h"
 #include "ops/scalar_cache.h"
+#include "runtime/cache_key_bytes.h"
 #include "runtime/cache_verification.h"
 #include "runtime/dispatch_state.h"
 
@@ -54,19 +55,16 @@ class RefusedDecompositions {
     state.append_to(key);
     key += "(within " + decompositions_in_progress() + ")";
     for (const c10::IValue& v : args) {
-      if (v.isInt() || v.isBool()) {
-        key += std::to_string(v.isInt() ? v.toInt() : v.toBool()) + ";";
-      } else if (v.isDouble()) {
-        const double d = v.toDouble();
-        key.append(reinterpret_cast<const char*>(&d), sizeof(d));
-        key += "d;";
-      } else if (v.isString()) {
-        key += std::to_string(v.toStringRef().size()) + "s" + v.toStringRef();
-      } else if (v.isIntList()) {
-        for (const int64_t i : v.toIntList()) {
-          key += std::to_string(i) + ":";
+      if (v.isIntList()) {
+        const auto list = v.toIntList();
+        runtime::append_tagged(key, 'L', list.size());
+        for (const int64_t i : list) {
+          runtime::append_tagged(key, 'i', i);
         }
-        key += ";";
+      } else {
+        // Exactly, as every call-keyed cache writes them (None, numbers
+        // by their bits, bool apart from int); tensors follow below.
+        runtime::append_plain_value(key, v);
       }
     }
     for_each_tensor(args, [&](const at::Tensor& t, size_t) {
