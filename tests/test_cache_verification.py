@@ -67,8 +67,76 @@ def test_a_hit_under_another_state_is_recomputed_not_reused():
 
 
 def test_the_mode_is_off_by_default():
-    counts = __import__("torch_infini")._C._cache_verification()
-    assert counts == {"enabled": False, "verified": 0, "differences": 0}
+    """In a process started without the variable (the suite itself may run
+    under the mode)."""
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_INFINI_VERIFY_CACHES"}
+    result = subprocess.run(
+        [sys.executable, "-c", "import torch_infini; print(torch_infini._C._cache_verification())"],
+        env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(
+        {"enabled": False, "verified": 0, "differences": 0, "verified_by_cache": {}})
+
+
+def test_an_aliased_call_is_tried_on_cpu_once_per_key_and_every_hit_verified():
+    """A written argument that is the memory of one the call reads
+    (torch.mul(x, 0.5, out=x); an optimizer's foreach x.mul_(beta) runs so on
+    the Infini stack): CPU's verdict on copies aliased alike
+    (ops/aten/aten_cpu_checks.h, cpu_error_on_aliases) is remembered where CPU
+    accepts. A call laid out by a meta run asks: on the host runtime, every
+    call queued while a graph is captured. Under the mode each repeat of the
+    call is a hit tried again; a call CPU refuses, aliased as index_select
+    into its own input is, raises CPU's error after accepted ones; and the
+    replayed work equals CPU's."""
+    result = run_python("""
+        import torch, torch_infini
+        graphs = torch_infini.diagnostics()['capabilities']['graphs']
+
+        def laid_out_by_meta(fn):
+            # The host runtime: captured, then replayed. The Infini stack
+            # lays out every call by a meta run.
+            if not graphs:
+                fn()
+                return
+            graph = torch.infini.InfiniGraph()
+            with torch.infini.graph(graph):
+                fn()
+            graph.replay()
+
+        x_cpu = torch.randn(4, 3)
+        x = x_cpu.to('infini')
+        def three_muls():
+            for _ in range(3):
+                torch.mul(x, 0.5, out=x)
+        laid_out_by_meta(three_muls)
+        for _ in range(3):
+            torch.mul(x_cpu, 0.5, out=x_cpu)
+        assert torch.equal(x.cpu(), x_cpu), (x.cpu(), x_cpu)
+        hits = torch_infini._C._cache_verification()
+        assert hits['differences'] == 0, hits
+        assert hits['verified_by_cache'].get('aliased calls CPU accepts', 0) >= 2, hits
+
+        def error_of(x, index):
+            try:
+                torch.index_select(x, 0, index, out=x)
+            except RuntimeError as e:
+                return str(e)
+            return None
+        cpu_error = error_of(torch.randn(4, 3), torch.tensor([0, 1, 2, 3]))
+        assert cpu_error is not None
+        y = torch.randn(4, 3, device='infini')
+        index = torch.tensor([0, 1, 2, 3], device='infini')
+        errors = []
+        def refused_among_accepted():
+            for _ in range(2):
+                errors.append(error_of(y, index))
+                torch.mul(y, 0.5, out=y)
+        laid_out_by_meta(refused_among_accepted)
+        assert errors == [cpu_error] * 2, (errors, cpu_error)
+        print('OK')
+    """, env={"TORCH_INFINI_VERIFY_CACHES": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "OK"
 
 
 def test_a_refusal_within_another_decomposition_is_cached_apart():

@@ -206,9 +206,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     d["enabled"] = runtime::verify_caches();
     d["verified"] = counts.verified;
     d["differences"] = counts.differences;
+    py::dict by_cache;
+    for (const auto& [cache, n] : counts.verified_by_cache) {
+      by_cache[py::str(cache)] = n;
+    }
+    d["verified_by_cache"] = by_cache;
     return d;
   }, "TORCH_INFINI_VERIFY_CACHES: whether it is on, the cache hits "
-     "recomputed and equal, and those that differed (each raised)");
+     "recomputed and equal (in all, and by cache), and those that differed "
+     "(each raised)");
   m.def("_provider_info", &provider_info,
         "Provider, backend, selection reason and capabilities.");
   m.def("_op_support", &op_support,

@@ -3,6 +3,9 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
 
 #include "runtime/env.h"
 
@@ -12,6 +15,18 @@ namespace {
 std::atomic<uint64_t> verified{0};
 std::atomic<uint64_t> differences{0};
 
+// The verified hits by cache, so that a test can tell which cache answered.
+struct ByCache {
+  std::mutex mutex;  // counting only, in the verification mode
+  std::map<std::string, uint64_t> counts;
+};
+
+ByCache& by_cache() {
+  // Leaked on purpose: a hit may be counted during static destruction.
+  static auto& instance = *std::make_unique<ByCache>().release();
+  return instance;
+}
+
 }  // namespace
 
 bool verify_caches() {
@@ -19,8 +34,11 @@ bool verify_caches() {
   return on;
 }
 
-void count_verified_hit(const char* /*cache*/) {
+void count_verified_hit(const char* cache) {
   verified.fetch_add(1, std::memory_order_relaxed);
+  ByCache& counts = by_cache();
+  std::lock_guard<std::mutex> lock(counts.mutex);
+  ++counts.counts[cache];
 }
 
 void raise_stale_cache(const char* cache, const std::string& op,
@@ -39,7 +57,11 @@ void raise_stale_cache(const char* cache, const std::string& op,
 }
 
 CacheVerificationCounts cache_verification_counts() {
-  return {verified.load(), differences.load()};
+  CacheVerificationCounts out{verified.load(), differences.load(), {}};
+  ByCache& counts = by_cache();
+  std::lock_guard<std::mutex> lock(counts.mutex);
+  out.verified_by_cache = counts.counts;
+  return out;
 }
 
 }  // namespace torch_infini::runtime

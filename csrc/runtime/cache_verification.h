@@ -8,6 +8,7 @@
 // key that should have differed); the counts say how many hits were checked.
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "runtime/dispatch_state.h"
@@ -33,6 +34,7 @@ void count_verified_hit(const char* cache);
 struct CacheVerificationCounts {
   uint64_t verified = 0;     // hits recomputed and equal
   uint64_t differences = 0;  // hits recomputed and different (each raised)
+  std::map<std::string, uint64_t> verified_by_cache;  // `verified`, by cache
 };
 CacheVerificationCounts cache_verification_counts();
 

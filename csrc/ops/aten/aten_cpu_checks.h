@@ -24,6 +24,16 @@ std::exception_ptr cpu_error(const c10::OperatorHandle& op,
                              c10::ArrayRef<c10::IValue> args,
                              bool keep_aliases = false);
 
+// cpu_error(op, args, /*keep_aliases=*/true), remembered per thread where
+// CPU accepts the call: asked on every call whose written argument is the
+// memory of one it reads (an optimizer's x.mul_(beta) on the Infini stack
+// runs as mul.out(x, beta, out=x)), where the try costs more than the call.
+// Keyed by the call exactly and the state (docs/caches.md); the
+// verification mode tries every hit again.
+std::exception_ptr cpu_error_on_aliases(const Plan& plan,
+                                        const c10::OperatorHandle& op,
+                                        c10::ArrayRef<c10::IValue> args);
+
 // The layouts CPU gives the call's outputs, as a direct run learns them
 // (runtime/host/host_direct.h): the call run on CPU copies of its arguments'
 // storages, values and aliasing kept (each read through the runtime, after

@@ -264,7 +264,7 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
     // kernel may not, or refuses the call: CPU decides, on memory aliased
     // alike, and where it accepts the call the decomposition does not run.
     const auto args = torch::jit::last(*stack, schema.arguments().size());
-    if (const std::exception_ptr error = cpu_error(op, args, true)) {
+    if (const std::exception_ptr error = cpu_error_on_aliases(plan, op, args)) {
       std::rethrow_exception(error);
     }
     return false;
