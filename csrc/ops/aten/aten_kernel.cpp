@@ -16,6 +16,7 @@
 // one exit (serve_unserved): decomposition, the opt-in CPU fallback, or a
 // refusal.
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -28,6 +29,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -314,7 +316,17 @@ bool operands_agree(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
 // A private copy of a CPU scalar tensor, keeping its wrapped-number flag
 // (which type promotion reads).
 at::Tensor snapshot_scalar(const at::Tensor& t) {
-  at::Tensor copy = t.clone();
+  // A plain one-element tensor (every Python number an operator is called
+  // with) is copied by hand: clone() costs a trip through the dispatcher
+  // on every such call.
+  at::Tensor copy;
+  if (t.dim() == 0 && t.layout() == c10::kStrided && !t.is_conj() &&
+      !t.is_neg() && !t._is_zerotensor()) {
+    copy = at::detail::empty_cpu({}, t.scalar_type());
+    std::memcpy(copy.mutable_data_ptr(), t.const_data_ptr(), t.element_size());
+  } else {
+    copy = t.clone();
+  }
   copy.unsafeGetTensorImpl()->set_wrapped_number(
       t.unsafeGetTensorImpl()->is_wrapped_number());
   return copy;
