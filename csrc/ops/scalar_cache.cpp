@@ -3,6 +3,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/scalar_tensor.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -12,36 +13,38 @@
 #include "core/InfiniGraph.h"
 #include "core/InfiniStream.h"
 #include "ops/sync_debug.h"
+#include "runtime/scalar_conversion.h"
 
 namespace torch_infini::ops {
 namespace {
 
 constexpr size_t kMaxCachedScalars = 4096;
 
-using Key = std::tuple<int, int, uint64_t>;  // device, dtype, value bits
-
-Key key_of(const at::Tensor& cpu_value, at::Device device) {
-  uint64_t bits = 0;
-  std::memcpy(&bits, cpu_value.const_data_ptr(), cpu_value.element_size());
-  return {device.index(), static_cast<int>(cpu_value.scalar_type()), bits};
-}
+// Device, dtype, and the value's bytes (two words: complex128's 16).
+using Key = std::tuple<int, int, uint64_t, uint64_t>;
 
 }  // namespace
 
 at::Tensor device_scalar(const at::Scalar& value, at::ScalarType dtype,
                          at::Device device) {
-  // An integer into an integer dtype is converted as a tensor is, as CPU's
-  // kernels convert a wrapped number: uint8_tensor + 256 adds 0
-  // (at::scalar_tensor's range check would refuse). Other values take the
-  // one-step path (x + 1.5 on every call of a loop).
-  const bool integer_into_integer =
-      value.isIntegral(/*includeBool=*/false) &&
-      c10::isIntegralType(dtype, /*includeBool=*/false);
-  const at::Tensor cpu_value = integer_into_integer
-      ? at::scalar_tensor(value, at::TensorOptions().dtype(value.type()))
-            .to(dtype)
-      : at::scalar_tensor(value, at::TensorOptions().dtype(dtype));
-  const Key key = key_of(cpu_value, device);
+  // `value` as `dtype`, converted as CPU's kernels convert a wrapped number
+  // (uint8_tensor + 256 adds 0, float_tensor + 1e39 adds inf: at::
+  // scalar_tensor's range check would refuse both), without a trip through
+  // the dispatcher where runtime/scalar_conversion.h handles the dtypes (x +
+  // 1.5 on every call of a loop).
+  const size_t size = c10::elementSize(dtype);
+  runtime::ScalarBytes bytes{};
+  if (!runtime::convert_number(value, dtype, bytes)) {
+    const at::Tensor converted =
+        at::scalar_tensor(value, at::TensorOptions().dtype(value.type()))
+            .to(dtype);
+    std::memcpy(bytes.data(), converted.const_data_ptr(), size);
+  }
+  Key key{device.index(), static_cast<int>(dtype), 0, 0};
+  std::memcpy(&std::get<2>(key), bytes.data(), std::min<size_t>(size, 8));
+  if (size > 8) {
+    std::memcpy(&std::get<3>(key), bytes.data() + 8, size - 8);
+  }
   static std::mutex mutex;
   // Leaked on purpose: device tensors must not be freed during static
   // destruction, after the runtime may be gone.
@@ -54,6 +57,8 @@ at::Tensor device_scalar(const at::Scalar& value, at::ScalarType dtype,
     }
   }
   // The copy (a device call) happens outside the lock.
+  const at::Tensor cpu_value = at::empty({}, at::TensorOptions().dtype(dtype));
+  std::memcpy(cpu_value.mutable_data_ptr(), bytes.data(), size);
   at::Tensor on_device =
       at::empty({}, at::TensorOptions().dtype(dtype).device(device));
   if (capture_underway() &&
@@ -61,7 +66,7 @@ at::Tensor device_scalar(const at::Scalar& value, at::ScalarType dtype,
     // A copy from pageable memory cannot be captured: a fill kernel, which
     // the graph records (and each replay runs), sets the value instead. Not
     // cached: its value exists only once a replay has run.
-    on_device.fill_(value);
+    on_device.fill_(cpu_value.item());
     return on_device;
   }
   {

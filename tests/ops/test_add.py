@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import pytest
@@ -324,6 +325,24 @@ def test_int_scalar_on_int(dtype):
     a = sample((3, 4), dtype, 1)
     assert_matches(dev(a) + 7, a + 7)
     assert_matches(dev(a) + -3, a + -3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.uint8], ids=str)
+@pytest.mark.parametrize("scalar", [1e39, -1e39, 1e300, 70000.0, 300, -129, True])
+def test_a_scalar_beyond_the_dtype_converts_as_on_cpu(dtype, scalar):
+    """CPU's kernel converts a wrapped number into the tensor's dtype without
+    a range check (float32 + 1e39 adds inf, uint8 + 300 adds 44), where
+    at::scalar_tensor would refuse it; a float scalar on an integer tensor
+    promotes. The result, or CPU's error, either way."""
+    a = sample((5,), dtype, 1)
+    for fn in (lambda x: x + scalar, lambda x: torch.add(x, scalar), lambda x: scalar + x):
+        try:
+            expected = fn(a)
+        except RuntimeError as e:
+            with pytest.raises(RuntimeError, match=re.escape(str(e).splitlines()[0])):
+                fn(dev(a))
+            continue
+        assert_matches(fn(dev(a)), expected)
 
 
 def test_cpu_zero_dim_tensor_is_a_scalar():

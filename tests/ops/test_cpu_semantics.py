@@ -219,3 +219,22 @@ def test_an_out_argument_on_the_cpu_is_refused_as_cuda_refuses_it(out):
         torch.nonzero(x, out=out)
     with pytest.raises(RuntimeError, match="on the same device"):
         torch.add(x, 1, out=out)
+
+
+@pytest.mark.parametrize("op", [torch.mul, torch.add, torch.sub], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("scalar", [1e39, 0.1, -7, float("nan")])
+def test_a_python_number_is_read_as_cpu_reads_it(op, dtype, scalar):
+    """A Python number beside a tensor is a wrapped number: CPU's kernel
+    computes in the result's dtype, the number converted into it (int32 *
+    1e39 is float32 with inf, so 0 * 1e39 is nan; float16 + 0.1 computes in
+    float32). Bit for bit, NaNs where CPU's are."""
+    x = (torch.arange(6) - 2).to(dtype)
+    expected = op(x, scalar)
+    try:
+        got = op(x.to(DEV), scalar)
+    except NotImplementedError as e:
+        _skip_if_unserved(e)
+        raise
+    assert got.dtype == expected.dtype
+    torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0, equal_nan=True)

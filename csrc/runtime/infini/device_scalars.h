@@ -8,6 +8,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -16,6 +18,7 @@
 #include <tuple>
 
 #include "runtime/infini/infini_common.h"
+#include "runtime/scalar_conversion.h"
 
 namespace torch_infini::runtime::infini {
 
@@ -29,10 +32,15 @@ inline bool scalar_exact(const at::Tensor& s, c10::ScalarType dtype) {
   if (s.is_complex()) {
     return false;
   }
-  const double value = s.item<double>();
+  double value = 0;
+  double stored = 0;
+  if (!scalar_as_double(s, c10::ScalarType::Double, &value) ||
+      !scalar_as_double(s, dtype, &stored)) {
+    value = s.item<double>();
+    stored = s.to(dtype).item<double>();
+  }
   const double compute =
       dtype == c10::ScalarType::Double ? value : static_cast<float>(value);
-  const double stored = s.to(dtype).item<double>();
   return stored == compute || (std::isnan(stored) && std::isnan(compute));
 }
 
@@ -48,11 +56,17 @@ class DeviceScalars {
   // launch reading it (the allocator reuses it in stream order).
   void* get(InfiniProvider& provider, int device, StreamHandle stream,
             const at::Tensor& s, c10::ScalarType dtype, c10::DataPtr* owner) {
-    const at::Tensor value = s.to(dtype).contiguous();
-    const size_t size = value.element_size();
-    uint64_t bits = 0;
-    std::memcpy(&bits, value.const_data_ptr(), size);
-    const Key key{device, static_cast<int>(dtype), bits};
+    const size_t size = c10::elementSize(dtype);
+    ScalarBytes value{};
+    if (!convert_scalar(s, dtype, value)) {
+      const at::Tensor converted = s.to(dtype).contiguous();
+      std::memcpy(value.data(), converted.const_data_ptr(), size);
+    }
+    Key key{device, static_cast<int>(dtype), 0, 0};
+    std::memcpy(&std::get<2>(key), value.data(), std::min<size_t>(size, 8));
+    if (size > 8) {
+      std::memcpy(&std::get<3>(key), value.data() + 8, size - 8);
+    }
     {
       std::lock_guard<std::mutex> lock(mutex_);  // a lookup, no device call
       const auto it = cache_.find(key);
@@ -62,7 +76,7 @@ class DeviceScalars {
     }
     c10::DataPtr memory =
         c10::GetAllocator(c10::DeviceType::PrivateUse1)->allocate(size);
-    provider.memcpy_async(device, memory.get(), value.const_data_ptr(), size,
+    provider.memcpy_async(device, memory.get(), value.data(), size,
                           MemcpyKind::kHostToDevice, stream);
     provider.stream_synchronize(device, stream);
     void* data = memory.get();
@@ -81,7 +95,8 @@ class DeviceScalars {
   }
 
  private:
-  using Key = std::tuple<int, int, uint64_t>;
+  // Device, dtype, and the value's bytes (two words: complex128's 16).
+  using Key = std::tuple<int, int, uint64_t, uint64_t>;
   static constexpr size_t kMaxEntries = 4096;
   std::mutex mutex_;
   std::map<Key, c10::DataPtr> cache_;

@@ -237,14 +237,29 @@ c10::ScalarType compute_dtype(const Binding& b, const AtenCall& call) {
   return out;
 }
 
+// Whether every device tensor the call reads is of the output's kind
+// (floating or not).
+bool device_operands_of_kind(const Binding& b, const AtenCall& call,
+                             c10::ScalarType out) {
+  bool same = true;
+  each_tensor(b, call.args, [&](const at::Tensor& t, const ArgConversion& c) {
+    same = same && (c.output || !t.defined() || t.device().is_cpu() ||
+                    is_floating(t.scalar_type()) == is_floating(out));
+  });
+  return same;
+}
+
 // The dtype a CPU scalar operand `s` is copied to the device as: the
 // output's for a native implementation (which reads every operand as it);
-// for the ATen-backed one its own where it is of the output's kind (a 0-dim
-// operand never promotes within its kind, so ATen computes as with the CPU
-// scalar), else the output's. Undefined where that copy would not be exact.
+// for the ATen-backed one its own where it and every device operand are of
+// the output's kind (a 0-dim operand never promotes within its kind, so ATen
+// computes as with the CPU scalar), else the output's: a double beside an
+// integer tensor would make ATen compute in double, where CPU's wrapped
+// number computes in the output's dtype (int * 1e39: 0 * inf is nan, not
+// 0). Undefined where that copy would not be exact.
 c10::ScalarType scalar_dtype(const at::Tensor& s, c10::ScalarType out,
-                             bool aten_backed) {
-  if (aten_backed && mappable(s.scalar_type()) &&
+                             bool aten_backed, bool operands_of_kind) {
+  if (aten_backed && operands_of_kind && mappable(s.scalar_type()) &&
       is_floating(s.scalar_type()) == is_floating(out)) {
     return s.scalar_type();
   }
@@ -254,10 +269,12 @@ c10::ScalarType scalar_dtype(const at::Tensor& s, c10::ScalarType out,
 std::string cpu_scalar_reason(const Binding& b, const AtenCall& call,
                               bool aten_backed) {
   const c10::ScalarType out = compute_dtype(b, call);
+  const bool of_kind = device_operands_of_kind(b, call, out);
   std::string reason;
   each_tensor(b, call.args, [&](const at::Tensor& t, const ArgConversion& c) {
     if (reason.empty() && t.defined() && t.device().is_cpu() && !c.output &&
-        scalar_dtype(t, out, aten_backed) == c10::ScalarType::Undefined) {
+        scalar_dtype(t, out, aten_backed, of_kind) ==
+            c10::ScalarType::Undefined) {
       reason = "infini::ops::" + b.op + " reads operands from device memory, "
           "and the CPU scalar operand is not exactly representable in the "
           "dtype the call computes in, " + dtype_name(out) + " (PyTorch computes with it "
@@ -743,6 +760,7 @@ void GenericServer::run(const Binding& b, int device, StreamHandle stream,
   std::vector<c10::IValue> args(call.args.begin(), call.args.end());
   const bool aten_backed = implementation == kAtenBackedIndex;
   const c10::ScalarType out_dtype = compute_dtype(b, call);
+  const bool of_kind = device_operands_of_kind(b, call, out_dtype);
   c10::DataPtr owned[4];
   size_t next_owned = 0;
   at::Tensor out;
@@ -757,7 +775,7 @@ void GenericServer::run(const Binding& b, int device, StreamHandle stream,
     }
     // A CPU scalar: its cached device copy (checked exact by choose).
     const c10::ScalarType dtype =
-        scalar_dtype(v.toTensor(), out_dtype, aten_backed);
+        scalar_dtype(v.toTensor(), out_dtype, aten_backed, of_kind);
     c10::DataPtr spare;
     void* data = DeviceScalars::instance().get(provider_, device, stream,
                                                v.toTensor(), dtype, &spare);
