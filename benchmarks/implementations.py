@@ -16,10 +16,16 @@ kind, native / ATen-backed, and the faster one.
 ``torch_infini/data/implementation_speed.json`` (other backends' entries are
 kept), which torch_infini loads at import (torch_infini/_implementations.py):
 per operator, size classes of the faster kind, adjacent sizes with the same
-answer merged. Sizes whose two kinds are within ``TIE`` of each other go to
-the backend's default, ATen-backed (ATen's kernel gives CPU eager's results
-bit for bit). Forcing a kind the build lacks for an operator runs the other
-one: both timings then agree, and the default is recorded.
+answer merged, a class ending where native / ATen-backed crosses 1 between
+two measured sizes (interpolated). Sizes whose two kinds are within ``TIE``
+of each other go to the backend's default, ATen-backed (ATen's kernel gives
+CPU eager's results bit for bit). A native answer holds only for the output
+dtypes where the native kernel gives CPU eager's results bit for bit
+(:func:`exact_dtypes`: each of ``DTYPES``, on the operator's call forms at
+its smallest sizes); the speed is measured in float32, so where float32 is
+not among them the answer is ATen-backed. Forcing a kind the build lacks
+for an operator runs the other one: both timings then agree, and the
+default is recorded.
 
 Run it on an idle machine: the header gives the load average, and the run
 says ``BUSY`` (and ``--write`` refuses) when the 1-minute load is at or
@@ -32,6 +38,7 @@ import argparse
 import datetime as _dt
 import gc
 import json
+import math
 import platform
 import statistics
 import sys
@@ -65,6 +72,15 @@ class Operator:
     inputs: Callable[[int], tuple]
     fn: Callable[..., Any]
     sizes: tuple[int, ...]
+    # More calls whose results the native kernel must give bit for bit (a
+    # Python number operand: read in the compute dtype by CPU's kernel).
+    forms: tuple[Callable[..., Any], ...] = ()
+    # Whether the output's size bounds the work, so that size classes may
+    # choose by it. Not for a matmul: a 1x1 output can sum a million
+    # products, which the native kernel (a plain triple loop) would take
+    # milliseconds over; its answer is its largest measured size's, for
+    # every size.
+    sized_by_output: bool = True
 
 
 def _randn(*shape: int) -> torch.Tensor:
@@ -75,11 +91,13 @@ def _square(numel: int) -> int:
     return max(1, round(numel ** 0.5))
 
 
-ELEMENTWISE = (1, 1 << 10, 1 << 15, 1 << 20)
+ELEMENTWISE = (1, 1 << 8, 1 << 10, 1 << 12, 1 << 15, 1 << 20)
 
 OPERATORS = [
-    Operator("Add", "torch.add(a, b)", lambda n: (_randn(n), _randn(n)), torch.add, ELEMENTWISE),
-    Operator("Mul", "torch.mul(a, b)", lambda n: (_randn(n), _randn(n)), torch.mul, ELEMENTWISE),
+    Operator("Add", "torch.add(a, b)", lambda n: (_randn(n), _randn(n)), torch.add, ELEMENTWISE,
+             forms=(lambda a, b: a + 0.1,)),
+    Operator("Mul", "torch.mul(a, b)", lambda n: (_randn(n), _randn(n)), torch.mul, ELEMENTWISE,
+             forms=(lambda a, b: a * 0.1,)),
     Operator("Relu", "torch.relu(a)", lambda n: (_randn(n),), torch.relu, ELEMENTWISE),
     Operator("Silu", "F.silu(a)", lambda n: (_randn(n),), torch.nn.functional.silu, ELEMENTWISE),
     Operator("Cat", "torch.cat([a, b])", lambda n: (_randn(max(1, n // 2)), _randn(max(1, n // 2))),
@@ -87,12 +105,17 @@ OPERATORS = [
     # Output n x n: 1, 32x32, 128x128, 256x256 (the native kernel is a plain
     # triple loop: larger sizes take seconds).
     Operator("Gemm", "torch.mm(a, b)", lambda n: (_randn(_square(n), _square(n)), _randn(_square(n), _square(n))),
-             torch.mm, (1, 1 << 10, 1 << 14, 1 << 16)),
+             torch.mm, (1, 1 << 10, 1 << 14, 1 << 16), sized_by_output=False),
 ]
 
 
+#: The output dtypes a native answer may hold for, each checked bit for bit.
+DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
+MEASURED_DTYPE = "float32"  # the dtype the timings are taken in
+
+
 def _force(base: list, backend: str, op: str, kind: str) -> None:
-    rows = [r for r in base if not (r[0] == backend and r[1] == op)] + [(backend, op, -1, kind)]
+    rows = [r for r in base if not (r[0] == backend and r[1] == op)] + [(backend, op, -1, kind, ())]
     torch_infini._C._set_implementation_preferences(rows)
 
 
@@ -145,12 +168,78 @@ def measure(op: Operator, numel: int, backend: str, base: list, reps: int, targe
     return {"numel": int(expected.numel()), "native_s": native, "aten_s": aten, "faster": faster}
 
 
-def size_classes(results: list[dict]) -> list[dict]:
+def exact_dtypes(op: Operator, backend: str, base: list) -> list[str]:
+    """The dtypes of ``DTYPES`` where the native kernel, forced, gives CPU
+    eager's results bit for bit (NaNs where CPU's are) for each call form at
+    the operator's three smallest sizes, inputs scaled by 3 and cast (so
+    that integers vary). A dtype CPU eager refuses is left out."""
+    exact = []
+    _force(base, backend, op.name, "native")
+    try:
+        for name in DTYPES:
+            dtype = getattr(torch, name)
+            ok = True
+            for numel in op.sizes[:3]:
+                cpu = tuple((t * 3).to(dtype) for t in op.inputs(numel))
+                dev = tuple(t.to(DEV) for t in cpu)
+                for fn in (op.fn, *op.forms):
+                    try:
+                        expected = fn(*cpu)
+                        got = fn(*dev).cpu()
+                        torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
+                    except Exception:  # CPU refuses, or the results differ
+                        ok = False
+                        break
+                if not ok:
+                    break
+            if ok:
+                exact.append(name)
+    finally:
+        torch_infini._C._set_implementation_preferences(base)
+    return exact
+
+
+def with_exact_dtypes(classes: list[dict], exact: list[str]) -> list[dict]:
+    """Each native class limited to ``exact``; ATen-backed where the measured
+    dtype is not exact (then adjacent equal answers merged again)."""
+    out: list[dict] = []
+    for c in classes:
+        c = dict(c)
+        if c["faster"] == "native":
+            if MEASURED_DTYPE in exact:
+                c["dtypes"] = list(exact)
+            else:
+                c["faster"] = DEFAULT_KIND
+        if out and out[-1]["faster"] == c["faster"] == DEFAULT_KIND:
+            out[-1]["below"] = c["below"]
+        else:
+            out.append(c)
+    return out
+
+
+def crossover(a: dict, b: dict) -> int:
+    """Where the class of measured size ``a`` ends, below the next measured
+    size ``b``: where native / ATen-backed crosses 1 between them,
+    interpolated on the logarithms of both (times per call grow about
+    linearly with size past a fixed cost, so the ratio moves smoothly);
+    ``b``'s size where the two answers differ only by a tie."""
+    ra, rb = (math.log(r["native_s"] / r["aten_s"]) for r in (a, b))
+    if a["faster"] == b["faster"] or ra * rb >= 0:
+        return b["numel"]
+    la, lb = math.log(a["numel"]), math.log(b["numel"])
+    return min(b["numel"], max(a["numel"] + 1, round(math.exp(la + (lb - la) * ra / (ra - rb)))))
+
+
+def size_classes(results: list[dict], sized_by_output: bool = True) -> list[dict]:
     """Rows of the data file: the faster kind per size class, a class
-    reaching up to the next measured size, adjacent equal answers merged."""
+    reaching up to where the next measured size's answer takes over
+    (:func:`crossover`), adjacent equal answers merged. An operator not
+    sized by its output has one class, its largest measured size's."""
+    if not sized_by_output:
+        return [{"below": None, "faster": results[-1]["faster"]}]
     classes: list[dict] = []
     for i, r in enumerate(results):
-        below = results[i + 1]["numel"] if i + 1 < len(results) else None
+        below = crossover(r, results[i + 1]) if i + 1 < len(results) else None
         if classes and classes[-1]["faster"] == r["faster"]:
             classes[-1]["below"] = below
         else:
@@ -164,14 +253,16 @@ def write(backend: str, measured: dict, answers: dict[str, list[dict]], timings:
     not measure and the other backends' entries."""
     data = _implementations.load(path) if path.is_file() else {"format": _implementations.FORMAT, "backends": {}}
     data["what"] = ("Which InfiniOps implementation kind runs faster, per InfiniRT backend, operator and output "
-                    "size (elements; 'below': the class holds outputs smaller than it, null: any size). "
+                    "size (elements; 'below': the class holds outputs smaller than it, null: any size); "
+                    "a native class holds for its 'dtypes' only, where the native kernel gave CPU eager's "
+                    "results bit for bit (other dtypes take the default). "
                     "Written by benchmarks/implementations.py --write; read by torch_infini/_implementations.py.")
     entry = data["backends"].setdefault(backend, {})
     entry["default"] = DEFAULT_KIND
     entry["default_reason"] = ("operators not measured here: ATen-backed, as every measured one of this backend "
                                "where the two differ, and bit-identical to CPU eager")
     entry.setdefault("operators", {}).update(
-        {op: [{"below": c["below"], "faster": c["faster"]} for c in classes] for op, classes in answers.items()})
+        {op: [dict(c) for c in classes] for op, classes in answers.items()})
     entry.setdefault("measured", {}).update({op: dict(measured, timings=timings[op]) for op in answers})
     entry["operators"] = dict(sorted(entry["operators"].items()))
     entry["measured"] = dict(sorted(entry["measured"].items()))
@@ -210,7 +301,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         for r in results:
             print(f"{op.name:10s} {r['numel']:9d} {run.fmt_s(r['native_s']):>10s} {run.fmt_s(r['aten_s']):>12s} "
                   f"{r['native_s'] / r['aten_s']:11.2f}x  {r['faster']}")
-        answers[op.name] = size_classes(results)
+        classes = size_classes(results, op.sized_by_output)
+        if any(c["faster"] == "native" for c in classes):
+            exact = exact_dtypes(op, backend, base)
+            print(f"{op.name:10s} native exactly as CPU eager in: {', '.join(exact) or 'no dtype'}")
+            classes = with_exact_dtypes(classes, exact)
+        answers[op.name] = classes
         timings[op.name] = [dict(r, call=op.call) for r in results]
     others = load.others_cores()
     print(f"\nMedians of {reps} interleaved repetitions of ~{target_s * 1e3:g} ms, one call + synchronize(); "

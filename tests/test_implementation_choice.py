@@ -23,7 +23,7 @@ BOTH_KINDS = STACK_CPU and "cpu" in torch_infini.build_info()["infini_ops_aten_b
 
 def test_the_shipped_data_is_what_the_extension_holds():
     rows = _implementations.rows(_implementations.load())
-    assert ("cpu", "*", -1, "aten") in rows  # the CPU backend's default
+    assert ("cpu", "*", -1, "aten", ()) in rows  # the CPU backend's default
     assert sorted(_implementations.current()) == sorted(rows)
 
 
@@ -32,6 +32,8 @@ def test_the_shipped_data_is_what_the_extension_holds():
     (lambda d: d["backends"]["cpu"].update(default="fast"), "default"),
     (lambda d: d["backends"]["cpu"]["operators"].update(Mul=[{"below": None, "faster": "gpu"}]), "faster"),
     (lambda d: d["backends"]["cpu"]["operators"].update(Mul=[{"below": 1024, "faster": "aten"}]), "end with"),
+    (lambda d: d["backends"]["cpu"]["operators"].update(
+        Mul=[{"below": None, "faster": "native", "dtypes": ["float"]}]), "dtype names"),
     (lambda d: d["backends"]["cpu"]["operators"].update(
         Mul=[{"below": 1024, "faster": "aten"}, {"below": 16, "faster": "native"}, {"below": None, "faster": "aten"}]),
      "increasing"),
@@ -66,14 +68,59 @@ def preferences():
 @pytest.mark.skipif(not BOTH_KINDS, reason="needs native and ATen-backed implementations of Mul: InfiniRT's CPU "
                                             "backend with InfiniOps built WITH_TORCH=ON")
 def test_the_faster_kind_serves_the_call(preferences):
+    # ATen-backed at every size first (the shipped data may choose native for small outputs).
+    preferences([("cpu", "*", -1, "aten", ())])
     a, b = torch.randn(300), torch.randn(300)
     x, y = a.to(DEV), b.to(DEV)
     kinds = _served_as(lambda: torch.mul(x, y))
     assert kinds.get("aten::mul.Tensor") == "aten-backed", kinds
     torch.testing.assert_close(torch.mul(x, y).cpu(), torch.mul(a, b), rtol=0, atol=0)
     # Measured otherwise for small outputs: the native kernel below 256 elements.
-    preferences([("cpu", "Mul", 256, "native"), ("cpu", "Mul", -1, "aten"), ("cpu", "*", -1, "aten")])
+    preferences([("cpu", "Mul", 256, "native", ()), ("cpu", "Mul", -1, "aten", ()), ("cpu", "*", -1, "aten", ())])
     small, large = torch.randn(100), torch.randn(300)
     assert _served_as(lambda: torch.mul(small.to(DEV), small.to(DEV)))["aten::mul.Tensor"] == "native"
     assert _served_as(lambda: torch.mul(large.to(DEV), large.to(DEV)))["aten::mul.Tensor"] == "aten-backed"
     torch.testing.assert_close(torch.mul(small.to(DEV), small.to(DEV)).cpu(), small * small)
+    # A native answer limited to the dtypes it computes exactly in: an output of another takes the default.
+    preferences([("cpu", "Mul", 256, "native", ("float32",)), ("cpu", "Mul", -1, "aten", ()),
+                 ("cpu", "*", -1, "aten", ())])
+    assert _served_as(lambda: torch.mul(small.to(DEV), small.to(DEV)))["aten::mul.Tensor"] == "native"
+    half = small.half()
+    assert _served_as(lambda: torch.mul(half.to(DEV), half.to(DEV)))["aten::mul.Tensor"] == "aten-backed"
+    torch.testing.assert_close(torch.mul(half.to(DEV), half.to(DEV)).cpu(), half * half, rtol=0, atol=0)
+
+
+# How each InfiniOps operator the data may name is called, on inputs of an output's size.
+CALLS = {
+    "Add": [lambda a, b: a + b, lambda a, b: a + 0.1],
+    "Mul": [lambda a, b: a * b, lambda a, b: a * 0.1],
+    "Relu": [lambda a, b: torch.relu(a)],
+    "Silu": [lambda a, b: torch.nn.functional.silu(a)],
+    "Cat": [lambda a, b: torch.cat([a[: a.numel() // 2], b[: b.numel() - b.numel() // 2]])],
+}
+
+
+@pytest.mark.skipif(not BOTH_KINDS, reason="needs native and ATen-backed implementations: InfiniRT's CPU backend "
+                                            "with InfiniOps built WITH_TORCH=ON")
+def test_the_shipped_native_answers_give_cpu_eager_results_bit_for_bit():
+    """Every native size class of the shipped data, in each dtype it names,
+    at two elements and its largest size: equal to CPU eager bit for bit
+    (served native where the build's native kernel takes the dtype; the
+    others run ATen-backed, as the benchmark's check of them did)."""
+    checked = served_native = 0
+    for backend, op, below, kind, dtypes in _implementations.rows(_implementations.load()):
+        if backend != "cpu" or kind != "native":
+            continue
+        assert dtypes, f"{op}: a native class must name its dtypes"
+        assert op in CALLS, f"{op}: add how it is called to CALLS"
+        for name in dtypes:
+            dtype = getattr(torch, name)
+            for numel in (2, below - 1):
+                a, b = ((torch.randn(numel) * 3).to(dtype) for _ in range(2))
+                for call in CALLS[op]:
+                    kinds = _served_as(lambda: call(a.to(DEV), b.to(DEV)))
+                    served_native += "native" in kinds.values()
+                    torch.testing.assert_close(call(a.to(DEV), b.to(DEV)).cpu(), call(a, b), rtol=0, atol=0,
+                                               equal_nan=True, msg=lambda m: f"{op} {name} {numel}: {m}")
+                    checked += 1
+    assert served_native > 0 or not any(r[3] == "native" for r in _implementations.current()), checked

@@ -339,6 +339,11 @@ int main() {
               int(cpu.faster("Gemm", 65536)));
   std::printf("%d %d ", int(preferences_for("nvidia").faster("Mul", 1)),
               int(preferences_for("nvidia").faster("Relu", 1)));
+  // A native answer limited to float32 (c10::ScalarType 6): float16 (5) and
+  // an unknown dtype take the backend's answer.
+  set_implementation_preferences({{"cpu", "Relu", 256, N, uint64_t{1} << 6}, {"cpu", "*", -1, A}});
+  std::printf("%d %d %d ", int(preferences_for("cpu").faster("Relu", 1, 6)),
+              int(preferences_for("cpu").faster("Relu", 1, 5)), int(preferences_for("cpu").faster("Relu", 1)));
   set_implementation_preferences({});  // a thread's copy follows a change
   std::printf("%d %zu\\n", int(preferences_for("cpu").faster("Mul", 1)), implementation_preferences().size());
 }
@@ -347,10 +352,11 @@ int main() {
 
 def test_implementation_preferences_by_size_class(tmp_path):
     """Which kind was measured faster: per backend and operator, the first
-    size class holding the output's element count, else the backend's "*"
-    row, else unknown (0; native 1, ATen-backed 2)."""
+    size class holding the output's element count (where it names dtypes,
+    for an output of one of them), else the backend's "*" row, else unknown
+    (0; native 1, ATen-backed 2)."""
     out = _compile_and_run(tmp_path, PREFERENCES_PROGRAM, REPO / "csrc" / "runtime" / "implementation_preferences.cpp")
-    assert out == ["1", "2", "2", "1", "2", "2", "1", "0", "0", "0"]
+    assert out == ["1", "2", "2", "1", "2", "2", "1", "0", "1", "2", "2", "0", "0"]
 
 
 def test_with_torch_allowlist_comes_from_the_operator_headers(tmp_path):

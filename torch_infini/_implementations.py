@@ -12,7 +12,10 @@ call is beyond its limits.
 What is faster is data, measured by ``benchmarks/implementations.py``
 (``--write`` refreshes it) and kept in ``data/implementation_speed.json``;
 it is set in the extension when torch_infini is imported. The host runtime
-ignores it.
+ignores it. A native answer names the output dtypes it holds for (its
+``dtypes``): those where the native kernel gives CPU eager's results bit for
+bit, as the benchmark checks; an output of another dtype takes the
+backend's default.
 """
 
 from __future__ import annotations
@@ -26,8 +29,22 @@ FORMAT = 1
 KINDS = ("native", "aten")
 
 #: One preference as the extension takes it: (backend, InfiniOps operator or
-#: "*", the size class's bound (elements; -1: any size), "native" | "aten").
-Row = tuple[str, str, int, str]
+#: "*", the size class's bound (elements; -1: any size), "native" | "aten",
+#: the output dtypes it is limited to (torch's names; empty: every dtype)).
+Row = tuple[str, str, int, str, tuple[str, ...]]
+
+
+def _dtypes(where: str, names: Any) -> tuple[str, ...]:
+    """A size class's ``dtypes``, checked: torch's names of dtypes."""
+    import torch
+
+    if names is None:
+        return ()
+    if not isinstance(names, list) or not all(
+            isinstance(n, str) and str(getattr(torch, n, None)) == f"torch.{n}" for n in names):
+        raise ValueError(f"implementation data: {where}: dtypes {names!r} must be a list of torch's dtype names "
+                         "('float32', 'int64', ...)")
+    return tuple(sorted(names))
 
 
 def rows(data: dict[str, Any]) -> list[Row]:
@@ -42,7 +59,7 @@ def rows(data: dict[str, Any]) -> list[Row]:
         if default is not None:
             if default not in KINDS:
                 raise ValueError(f"implementation data: {backend} default {default!r} is not one of {KINDS}")
-            out.append((backend, "*", -1, default))
+            out.append((backend, "*", -1, default, ()))
         for op, classes in sorted(entry.get("operators", {}).items()):
             previous = 0
             for i, size_class in enumerate(classes):
@@ -54,7 +71,8 @@ def rows(data: dict[str, Any]) -> list[Row]:
                     raise ValueError(f"implementation data: {backend} {op}: size classes must have increasing "
                                      "'below' bounds and end with one of any size ('below': null)")
                 previous = below or previous
-                out.append((backend, op, -1 if below is None else below, faster))
+                out.append((backend, op, -1 if below is None else below, faster,
+                            _dtypes(f"{backend} {op}", size_class.get("dtypes"))))
     return out
 
 
@@ -76,4 +94,4 @@ def current() -> list[Row]:
     """The preferences the extension holds now."""
     from . import _C
 
-    return [tuple(r) for r in _C._implementation_preferences()]  # type: ignore[misc]
+    return [(*r[:4], tuple(sorted(r[4]))) for r in _C._implementation_preferences()]  # type: ignore[misc]

@@ -1,6 +1,7 @@
 // torch_infini._C: the Python face of the extension. Thin bindings only; the
 // behaviour lives in core/, ops/ and runtime/.
 
+#include <c10/core/ScalarType.h>
 #include <c10/core/Stream.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/Generator.h>
@@ -145,6 +146,46 @@ py::dict memory_stats(int64_t device) {
   return d;
 }
 
+// A set of dtypes by name ("float32", as torch names them), as the
+// implementation preferences keep it: bit k for the c10::ScalarType of
+// value k.
+// torch's name of the dtype of c10::ScalarType value `k`, or empty for a
+// value torch names no dtype by (getDtypeNames raises for those).
+std::string dtype_name(int k) {
+  try {
+    return std::string(c10::getDtypeNames(static_cast<c10::ScalarType>(k)).first);
+  } catch (const c10::Error&) {
+    return {};
+  }
+}
+
+uint64_t dtype_mask(const std::vector<std::string>& names) {
+  uint64_t mask = 0;
+  for (const std::string& name : names) {
+    bool found = false;
+    for (int k = 0; k < static_cast<int>(c10::ScalarType::NumOptions) && k < 64;
+         ++k) {
+      if (!name.empty() && dtype_name(k) == name) {
+        mask |= uint64_t{1} << k;
+        found = true;
+      }
+    }
+    TORCH_CHECK(found, "implementation preference: '", name,
+                "' is not a dtype name (float32, int64, ...)");
+  }
+  return mask;
+}
+
+std::vector<std::string> dtype_names(uint64_t mask) {
+  std::vector<std::string> names;
+  for (int k = 0; k < 64; ++k) {
+    if ((mask >> k) & 1) {
+      names.push_back(dtype_name(k));
+    }
+  }
+  return names;
+}
+
 }  // namespace
 }  // namespace torch_infini
 
@@ -170,30 +211,35 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   bind_operand_rules(m);
   // Which implementation kind is faster per backend, operator and size
   // (runtime/implementation_preferences.h): rows (backend, op, below,
-  // "native" | "aten"), set by torch_infini/_implementations.py.
+  // "native" | "aten", dtype names it is limited to), set by
+  // torch_infini/_implementations.py.
   m.def("_set_implementation_preferences",
         [](const std::vector<std::tuple<std::string, std::string, int64_t,
-                                        std::string>>& rows) {
+                                        std::string, std::vector<std::string>>>&
+               rows) {
           std::vector<runtime::PreferenceRow> parsed;
-          for (const auto& [backend, op, below, kind] : rows) {
+          for (const auto& [backend, op, below, kind, dtypes] : rows) {
             TORCH_CHECK(kind == "native" || kind == "aten",
                         "implementation preference of ", op, " on ", backend,
                         ": '", kind, "' is neither 'native' nor 'aten'");
             parsed.push_back({backend, op, below,
                               kind == "aten"
                                   ? runtime::ImplementationKind::kAtenBacked
-                                  : runtime::ImplementationKind::kNative});
+                                  : runtime::ImplementationKind::kNative,
+                              dtype_mask(dtypes)});
           }
           runtime::set_implementation_preferences(std::move(parsed));
         });
   m.def("_implementation_preferences", [] {
-    std::vector<std::tuple<std::string, std::string, int64_t, std::string>>
+    std::vector<std::tuple<std::string, std::string, int64_t, std::string,
+                           std::vector<std::string>>>
         rows;
     for (const auto& row : runtime::implementation_preferences()) {
       rows.emplace_back(row.backend, row.op, row.below,
                         row.faster == runtime::ImplementationKind::kAtenBacked
                             ? "aten"
-                            : "native");
+                            : "native",
+                        dtype_names(row.dtypes));
     }
     return rows;
   });

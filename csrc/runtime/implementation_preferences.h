@@ -24,12 +24,16 @@ enum class ImplementationKind : uint8_t { kUnknown, kNative, kAtenBacked };
 // One measured answer: on `backend`, for `op`, calls whose output has fewer
 // than `below` elements (any size where `below` < 0) run faster on `faster`.
 // `op` "*" is the backend's answer for the operators without rows of their
-// own.
+// own. `dtypes` limits the answer to the outputs of some dtypes: bit k for
+// the dtype whose c10::ScalarType value is k (the dtypes a native kernel
+// was found to compute exactly as CPU eager does); an output of another
+// dtype takes the backend's answer. 0: every dtype.
 struct PreferenceRow {
   std::string backend;  // an InfiniRT backend name: "cpu", "nvidia", ...
   std::string op;       // an InfiniOps operator: "Mul", "Gemm"; or "*"
   int64_t below;
   ImplementationKind faster;
+  uint64_t dtypes = 0;
 };
 
 // The rows of one backend, looked up per call.
@@ -51,7 +55,7 @@ class BackendPreferences {
         at = static_cast<int>(by_op_.size());
         by_op_.push_back({row.op, {}});
       }
-      by_op_[at].second.push_back({row.below, row.faster});
+      by_op_[at].second.push_back({row.below, row.faster, row.dtypes});
     }
     // Smallest size class first, "any size" last.
     for (auto& entry : by_op_) {
@@ -64,14 +68,18 @@ class BackendPreferences {
     }
   }
 
-  // The faster kind for a call of `op` writing `numel` elements;
+  // The faster kind for a call of `op` writing `numel` elements of the
+  // dtype whose c10::ScalarType value is `dtype` (-1: not known);
   // kUnknown where nothing was measured for the backend.
-  ImplementationKind faster(const std::string& op, int64_t numel) const {
+  ImplementationKind faster(const std::string& op, int64_t numel,
+                            int dtype = -1) const {
     const int at = find(op);
     if (at >= 0) {
       for (const auto& size : by_op_[at].second) {
-        if (size.first < 0 || numel < size.first) {
-          return size.second;
+        if (size.below < 0 || numel < size.below) {
+          const bool of_dtype = size.dtypes == 0 ||
+              (dtype >= 0 && dtype < 64 && ((size.dtypes >> dtype) & 1));
+          return of_dtype ? size.faster : fallback_;
         }
       }
     }
@@ -79,11 +87,15 @@ class BackendPreferences {
   }
 
  private:
-  using Sizes = std::vector<std::pair<int64_t, ImplementationKind>>;
+  struct SizeClass {
+    int64_t below;
+    ImplementationKind faster;
+    uint64_t dtypes;
+  };
+  using Sizes = std::vector<SizeClass>;
 
-  static bool before(const std::pair<int64_t, ImplementationKind>& a,
-                     const std::pair<int64_t, ImplementationKind>& b) {
-    return a.first >= 0 && (b.first < 0 || a.first < b.first);
+  static bool before(const SizeClass& a, const SizeClass& b) {
+    return a.below >= 0 && (b.below < 0 || a.below < b.below);
   }
 
   int find(const std::string& op) const {

@@ -632,7 +632,7 @@ int64_t output_numel(const Binding& b, const AtenCall& call) {
 }  // namespace
 
 size_t hand_written_index(const InfiniProvider& provider, const char* op,
-                          int aten_index, int64_t numel,
+                          int aten_index, int64_t numel, c10::ScalarType dtype,
                           bool aten_when_unmeasured) {
   const int type = static_cast<int>(provider.device_type());
   if (!has_implementation_index(operator_implementations(op), type,
@@ -640,7 +640,8 @@ size_t hand_written_index(const InfiniProvider& provider, const char* op,
     return 0;
   }
   const ImplementationKind faster =
-      preferences_for(provider.backend()).faster(op, numel);
+      preferences_for(provider.backend())
+          .faster(op, numel, static_cast<int>(dtype));
   const bool aten = faster == ImplementationKind::kUnknown
       ? aten_when_unmeasured
       : faster == ImplementationKind::kAtenBacked;
@@ -650,7 +651,8 @@ size_t hand_written_index(const InfiniProvider& provider, const char* op,
 ImplementationKind GenericServer::faster(const Binding& b,
                                          const AtenCall& call) const {
   return preferences_for(provider_.backend())
-      .faster(b.op, output_numel(b, call));
+      .faster(b.op, output_numel(b, call),
+              static_cast<int>(compute_dtype(b, call)));
 }
 
 GenericServer::GenericServer(InfiniProvider& provider) : provider_(provider) {

@@ -353,10 +353,11 @@ class GenericServer {
 // The implementation index a hand-written entry runs InfiniOps' `op` with
 // on `provider`'s backend for an output of `numel` elements: InfiniOps' own
 // hand-written ATen-backed one (`aten_index`: Add's 1, Gemm's 2) where the
-// build has it and it was measured faster there, or where nothing was
+// build has it and it was measured faster there for outputs of `numel`
+// elements of `dtype`, or where nothing was
 // measured and `aten_when_unmeasured`; else the native one (0).
 size_t hand_written_index(const InfiniProvider& provider, const char* op,
-                          int aten_index, int64_t numel,
+                          int aten_index, int64_t numel, c10::ScalarType dtype,
                           bool aten_when_unmeasured);
 
 // "native" or "ATen-backed".

@@ -443,7 +443,7 @@ class GemmServer {
   // measured (runtime/implementation_preferences.h); else the native one
   // (index 0).
   size_t index_for(const TensorArg& out) const {
-    return hand_written_index(provider_, "Gemm", 2, numel_of(out),
+    return hand_written_index(provider_, "Gemm", 2, numel_of(out), out.dtype,
                               /*aten_when_unmeasured=*/true);
   }
   // InfiniOps' Gemm has no C input at this API (beta is always 0), so the

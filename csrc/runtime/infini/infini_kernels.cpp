@@ -149,7 +149,7 @@ void launch_add(InfiniProvider& provider, int device, StreamHandle stream,
   // where it was measured faster, else the native one (index 0); one
   // operator object per implementation, layout and thread.
   const size_t index = hand_written_index(provider, "Add", 1,
-                                          numel_of(args.out),
+                                          numel_of(args.out), args.out.dtype,
                                           /*aten_when_unmeasured=*/false);
   // ATen's kernel goes parallel above its grain size by itself.
   const SerialOpenMPScope serial(index == 0 &&
