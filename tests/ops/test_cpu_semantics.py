@@ -51,6 +51,11 @@ ERROR_CASES = {
     # Dtypes CPU has no kernel for: raised at the call (not data-dependent).
     "add_uint16": (lambda a: a + a, lambda: [torch.ones(4, dtype=torch.uint16)]),
     "add_float8_e4m3fn": (lambda a: a + a, lambda: [torch.ones(4).to(torch.float8_e4m3fn)]),
+    # Checked by CPU's kernel, not by sub's meta function.
+    "sub_bool_tensor_and_number": (lambda b: torch.sub(b, 3), lambda: [torch.tensor([True, False])]),
+    "sub_number_bool": (lambda x: torch.sub(x, True), lambda: [torch.arange(3.0)]),
+    "sub_two_bool_tensors": (lambda a, b: a - b, lambda: [torch.tensor([True]), torch.tensor([False])]),
+    "rsub_bool": (lambda b: 1 - b, lambda: [torch.tensor([True, False])]),
 }
 
 

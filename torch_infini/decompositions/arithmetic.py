@@ -29,9 +29,25 @@ def sub(x: torch.Tensor | float, other: torch.Tensor | float, *, alpha: Any = 1)
     ends in ``prims.sub``, which is ``sub``). CPU's refusals (bool operands)
     come from the meta kernel first. A number (``1 - x``) is a 0-dim tensor
     of the result's dtype, which CPU casts it to."""
+    _check_sub_operands(x, other)
     if not isinstance(x, torch.Tensor):
         x = torch.tensor(x, dtype=torch.result_type(x, other))
     return torch.add(x, other, alpha=-alpha)
+
+
+def _is_bool(value: torch.Tensor | float) -> bool:
+    return value.dtype == torch.bool if isinstance(value, torch.Tensor) else isinstance(value, bool)
+
+
+def _check_sub_operands(x: torch.Tensor | float, other: torch.Tensor | float) -> None:
+    """CPU's kernel refuses bool operands (ATen's ``sub_check``); sub's meta
+    function, which lays out this call's result, does not look."""
+    if _is_bool(x) and _is_bool(other):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                           "Use the `^` or `logical_xor()` operator instead.")
+    if _is_bool(x) or _is_bool(other):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. "
+                           "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
 
 
 def rsub(x: torch.Tensor, other: torch.Tensor, *, alpha: Any = 1) -> torch.Tensor:
