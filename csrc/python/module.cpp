@@ -146,9 +146,6 @@ py::dict memory_stats(int64_t device) {
   return d;
 }
 
-// A set of dtypes by name ("float32", as torch names them), as the
-// implementation preferences keep it: bit k for the c10::ScalarType of
-// value k.
 // torch's name of the dtype of c10::ScalarType value `k`, or empty for a
 // value torch names no dtype by (getDtypeNames raises for those).
 std::string dtype_name(int k) {
@@ -159,6 +156,9 @@ std::string dtype_name(int k) {
   }
 }
 
+// A set of dtypes by name ("float32", as torch names them), as the
+// implementation preferences keep it: bit k for the c10::ScalarType of
+// value k.
 uint64_t dtype_mask(const std::vector<std::string>& names) {
   uint64_t mask = 0;
   for (const std::string& name : names) {
