@@ -33,6 +33,14 @@ for _case in ("nn.functional.linear_cross_entropy.chunked-bfloat16-backward",
     UNSTABLE.add(_case)
     OPINFO_SINCE[_case] = "2.12"  # PyTorch 2.11's op_db has no linear_cross_entropy
 
+# Failed once, in a full run of the suite beside a build (2026-12-07); passed in 13 runs alone or beside
+# a CPU-bound process. The host runtime runs CPU's own LAPACK kernel on the very input CPU gets (the
+# samples are seeded), so the likely cause is the kernel's own run-to-run variation: the oneMKL of
+# PyTorch's CPU wheels picks code paths at run time (threads, memory alignment). Not established.
+KNOWN_FAILURES["linalg.cholesky_ex-complex64-forward"] = (
+    "CPU's complex64 Cholesky kernel itself varies between runs under load (seen once in a full run)")
+UNSTABLE.add("linalg.cholesky_ex-complex64-forward")
+
 #: Cases that fail on an Infini stack (InfiniOps 1f6f9c2 built WITH_TORCH=ON,
 #: InfiniRT a38977e, CPU backend), where the stack computes them by another
 #: path than CPU's kernels, each correct but summing in another order. Not
