@@ -257,3 +257,19 @@ def test_a_python_number_is_read_as_cpu_reads_it(op, dtype, scalar):
         pytest.xfail(NATIVE_FLOAT16_ADD)
     torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
 
+
+@pytest.mark.parametrize("alpha", [2, 0, -1, False, 1])
+def test_bool_add_with_alpha_as_on_cpu_or_refused_naming_bool(alpha):
+    """CPU computes x + alpha * other in bool. A provider that does not
+    serve bool add refuses it naming the operator and the dtype, whatever
+    alpha is (PyTorch's decomposition of add failed on an alpha other than
+    1 with an error about int64)."""
+    x, other = torch.tensor([True, False, True, False]), torch.tensor([[True], [False]])
+    expected = torch.add(x, other, alpha=alpha)
+    try:
+        got = torch.add(x.to(DEV), other.to(DEV), alpha=alpha)
+    except NotImplementedError as refusal:
+        assert not on_host() and "aten::add" in str(refusal) and "bool" in str(refusal), refusal
+        return
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert torch.equal(got.cpu(), expected)

@@ -281,6 +281,8 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::index_put.out": _with_out(indexing.index_put),
     "aten::_index_put_impl": indexing.index_put_impl,
     "aten::_index_put_impl.out": _with_out(indexing.index_put_impl),
+    "aten::add.Tensor": arithmetic.add,
+    "aten::add.out": _with_out(arithmetic.add),
     "aten::sub.Tensor": arithmetic.sub,
     "aten::sub.out": _with_out(arithmetic.sub),
     "aten::rsub.Tensor": arithmetic.rsub,

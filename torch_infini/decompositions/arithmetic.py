@@ -23,6 +23,20 @@ def pow_of_a_number(base: Any, exponent: torch.Tensor) -> torch.Tensor:
     return torch.pow(torch.tensor(base, dtype=torch.result_type(base, exponent)), exponent)
 
 
+def add(x: torch.Tensor | float, other: torch.Tensor | float, *, alpha: Any = 1) -> Any:
+    """``add.Tensor``: PyTorch's decomposition, which declines two bool
+    tensors (``NotImplemented``: the call is refused as every bool add is,
+    naming the operator and the dtype). PyTorch's would multiply ``other``
+    by ``alpha`` into int64, which its own ``prims.add`` then rejects beside
+    a bool, with a message about neither."""
+    if (isinstance(x, torch.Tensor) and isinstance(other, torch.Tensor) and x.dtype == torch.bool
+            and other.dtype == torch.bool):
+        return NotImplemented
+    from torch._decomp import decomposition_table
+
+    return decomposition_table[torch.ops.aten.add.Tensor](x, other, alpha=alpha)
+
+
 def sub(x: torch.Tensor | float, other: torch.Tensor | float, *, alpha: Any = 1) -> torch.Tensor:
     """``sub``: ATen's own ``sub`` kernel is ``add``'s with ``alpha``
     negated, so this is CPU's arithmetic exactly (PyTorch's decomposition
