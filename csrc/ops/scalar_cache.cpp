@@ -3,7 +3,6 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/scalar_tensor.h>
 
-#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -40,11 +39,8 @@ at::Tensor device_scalar(const at::Scalar& value, at::ScalarType dtype,
             .to(dtype);
     std::memcpy(bytes.data(), converted.const_data_ptr(), size);
   }
-  Key key{device.index(), static_cast<int>(dtype), 0, 0};
-  std::memcpy(&std::get<2>(key), bytes.data(), std::min<size_t>(size, 8));
-  if (size > 8) {
-    std::memcpy(&std::get<3>(key), bytes.data() + 8, size - 8);
-  }
+  const auto [low, high] = runtime::words_of(bytes);
+  const Key key{device.index(), static_cast<int>(dtype), low, high};
   static std::mutex mutex;
   // Leaked on purpose: device tensors must not be freed during static
   // destruction, after the runtime may be gone.

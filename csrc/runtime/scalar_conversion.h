@@ -12,11 +12,24 @@
 #include <c10/core/ScalarType.h>
 
 #include <array>
+#include <cstdint>
+#include <cstring>
+#include <utility>
 
 namespace torch_infini::runtime {
 
-// Up to 16 bytes: a scalar of any dtype, complex128 too.
+// Up to 16 bytes: a scalar of any dtype, complex128 too. Zero-initialized
+// where written, so the bytes past a dtype's size are zeros.
 using ScalarBytes = std::array<unsigned char, 16>;
+
+// The bytes as two words: a cache key's, equal exactly where the values'
+// bytes are (the rest zeros).
+inline std::pair<uint64_t, uint64_t> words_of(const ScalarBytes& bytes) {
+  std::pair<uint64_t, uint64_t> words;
+  std::memcpy(&words.first, bytes.data(), sizeof(uint64_t));
+  std::memcpy(&words.second, bytes.data() + sizeof(uint64_t), sizeof(uint64_t));
+  return words;
+}
 
 // The bytes of the one-element CPU tensor `s` converted to `dtype` as
 // s.to(dtype) converts it. False where `s` or `dtype` is not a real dtype

@@ -8,8 +8,6 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
 
-#include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -62,11 +60,8 @@ class DeviceScalars {
       const at::Tensor converted = s.to(dtype).contiguous();
       std::memcpy(value.data(), converted.const_data_ptr(), size);
     }
-    Key key{device, static_cast<int>(dtype), 0, 0};
-    std::memcpy(&std::get<2>(key), value.data(), std::min<size_t>(size, 8));
-    if (size > 8) {
-      std::memcpy(&std::get<3>(key), value.data() + 8, size - 8);
-    }
+    const auto [low, high] = words_of(value);
+    const Key key{device, static_cast<int>(dtype), low, high};
     {
       std::lock_guard<std::mutex> lock(mutex_);  // a lookup, no device call
       const auto it = cache_.find(key);
