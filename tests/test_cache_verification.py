@@ -174,3 +174,32 @@ def test_a_refusal_within_another_decomposition_is_cached_apart():
     """, env={"TORCH_INFINI_VERIFY_CACHES": "1"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "OK"
+
+
+def test_an_error_of_the_values_is_not_a_stale_hit():
+    """A queued call whose device values CPU refuses (an index out of range)
+    raises at the next synchronization, as on CUDA. The mode's recompute
+    with those values raises too: that is the data, not the key, so the hit
+    verifies against CPU's checks on zero-filled copies, and the error
+    still reaches the synchronizing call."""
+    result = run_python("""
+        import torch, torch_infini
+        x = torch.randn(4, 3).to('infini')
+        x.index_select(0, torch.tensor([0, 1]).to('infini'))  # learned
+        torch.infini.synchronize()
+        y = x.index_select(0, torch.tensor([0, 7]).to('infini'))
+        try:
+            y.cpu()
+            raised = None
+        except RuntimeError as e:
+            raised = str(e)
+        async_execution = torch_infini._C._provider_info()["capabilities"]["async_execution"]
+        counts = torch_infini._C._cache_verification()
+        if async_execution:
+            assert raised is not None and 'out of range' in raised, raised
+            assert counts['verified_by_cache'].get('layouts', 0) >= 1, counts
+        assert counts['differences'] == 0, counts
+        print('OK')
+    """, env={"TORCH_INFINI_VERIFY_CACHES": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "OK"

@@ -94,6 +94,14 @@ struct ResultLayout {
 // (the returns that are not written arguments), in order.
 using Layouts = std::vector<ResultLayout>;
 
+// What the CPU copies of a call's device tensors hold when CPU lays the
+// call out on them (GenericCall::cpu_layouts).
+enum class CopiedValues : uint8_t {
+  kDevice,   // the device's values, read in stream order (it synchronizes)
+  kZeros,    // zero bytes: CPU's checks of everything but the values
+  kNonzero,  // 0x01 bytes, nonzero in every dtype (a divisor, a norm)
+};
+
 // Whether the schema's return `i` is one of the written arguments.
 inline bool returns_written(const c10::FunctionSchema& schema, size_t i) {
   const auto* alias = schema.returns()[i].alias_info();

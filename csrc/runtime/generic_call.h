@@ -75,10 +75,10 @@ class GenericCall {
 
   // CPU's overlap errors for the written arguments (internal and partial).
   virtual void check_overlaps() = 0;
-  // The layouts CPU gives the outputs (ops/aten/aten_cpu_checks.h): from
-  // the device's values, or from zeros (`values` false: CPU's checks of
-  // everything but the values, nothing read from the device).
-  virtual Layouts cpu_layouts(bool values) = 0;
+  // The layouts CPU gives the outputs (ops/aten/aten_cpu_checks.h), with
+  // the device's values or with filler (CPU's checks of everything but the
+  // values, nothing read from the device).
+  virtual Layouts cpu_layouts(CopiedValues values) = 0;
   // Raises CPU's error where every tensor the call reads is empty (its
   // checks then cost nothing, and some kernels check more than their meta
   // function).

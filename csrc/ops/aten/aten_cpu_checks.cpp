@@ -6,6 +6,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 #include <c10/util/strides.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
@@ -60,7 +61,8 @@ std::exception_ptr cpu_error(const c10::OperatorHandle& op,
 }
 
 Layouts cpu_layouts(const Plan& plan, const c10::OperatorHandle& op,
-                    c10::ArrayRef<c10::IValue> args, bool values) {
+                    c10::ArrayRef<c10::IValue> args,
+                    runtime::CopiedValues values) {
   std::unordered_map<const void*, at::Tensor> storages;
   const auto cpu_copy = [&](const at::Tensor& t) {
     if (!t.defined() || t.device().type() != kInfini) {
@@ -68,8 +70,10 @@ Layouts cpu_layouts(const Plan& plan, const c10::OperatorHandle& op,
     }
     at::Tensor& bytes = storages[t.storage().data()];
     const auto nbytes = static_cast<int64_t>(t.storage().nbytes());
-    if (!bytes.defined() && !values) {
-      bytes = at::zeros({nbytes}, at::TensorOptions().dtype(at::kByte));
+    if (!bytes.defined() && values != runtime::CopiedValues::kDevice) {
+      bytes = at::full({nbytes},
+                       values == runtime::CopiedValues::kZeros ? 0 : 1,
+                       at::TensorOptions().dtype(at::kByte));
     } else if (!bytes.defined()) {
       const at::Tensor on_device =
           at::empty({0}, t.options().dtype(at::kByte))

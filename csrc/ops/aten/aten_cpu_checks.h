@@ -38,12 +38,13 @@ std::exception_ptr cpu_error_on_aliases(const Plan& plan,
 // (runtime/host/host_direct.h): the call run on CPU copies of its arguments'
 // storages, values and aliasing kept (each read through the runtime, after
 // the work queued on it), generators replaced by fresh CPU ones, so that
-// nothing on the device or in a generator changes. With `values` the
-// copies hold the device's values (the verification mode,
-// runtime/cache_verification.h: it synchronizes); without, zeros (CPU's
-// checks of everything but the values, and nothing read from the device).
+// nothing on the device or in a generator changes. The copies hold the
+// device's values (the verification mode, runtime/cache_verification.h: it
+// synchronizes), or filler bytes (CPU's checks of everything but the
+// values, and nothing read from the device).
 Layouts cpu_layouts(const Plan& plan, const c10::OperatorHandle& op,
-                    c10::ArrayRef<c10::IValue> args, bool values = true);
+                    c10::ArrayRef<c10::IValue> args,
+                    runtime::CopiedValues values);
 
 // Raises CPU's error for a call known to be bad, or `fallback_error` where
 // CPU accepts it (the message is CPU's, not a meta function's).

@@ -555,7 +555,7 @@ class PlannedCall final : public runtime::GenericCall {
   }
 
   void check_overlaps() override { ops::check_overlaps(plan, args); }
-  Layouts cpu_layouts(bool values) override {
+  Layouts cpu_layouts(runtime::CopiedValues values) override {
     return ops::cpu_layouts(plan, op, args, values);
   }
   void check_if_reading_only_empty() override {

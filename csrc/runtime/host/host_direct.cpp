@@ -277,7 +277,27 @@ void queue_or_learn(GenericCall& call, SameArguments same) {
   const auto args = call.args;
   LayoutsKey key;
   if (const auto layouts = find_layouts(plan, args, same, &key, [&] {
-        return call.cpu_layouts(/*values=*/true);
+        // The verification mode's recompute. With the device's values, CPU
+        // may raise what the queued call raises at the next
+        // synchronization (an index out of range, an integer division by
+        // zero): an error of the data, not of the key, which claims the
+        // layouts of everything but the values. Those come from CPU's
+        // checks on copies of zero bytes, or of nonzero bytes where zeros
+        // are refused too (a divisor); a call refused with all three, or
+        // laid out otherwise, is reported stale.
+        try {
+          return call.cpu_layouts(CopiedValues::kDevice);
+        } catch (const c10::Error& with_values) {
+          try {
+            return call.cpu_layouts(CopiedValues::kZeros);
+          } catch (const c10::Error&) {
+            try {
+              return call.cpu_layouts(CopiedValues::kNonzero);
+            } catch (const c10::Error&) {
+              throw with_values;
+            }
+          }
+        }
       })) {
     // Learned from a meta run where it was first met in a capture: CPU's
     // checks its meta function skips, where they cost nothing.
@@ -291,7 +311,7 @@ void queue_or_learn(GenericCall& call, SameArguments same) {
     // (and CPU's other errors) from CPU on zero-filled copies, then
     // queued like a later call.
     auto layouts = std::make_shared<const Layouts>(
-        call.cpu_layouts(/*values=*/false));
+        call.cpu_layouts(CopiedValues::kZeros));
     if (keeps_layouts(before, *layouts)) {
       remember_layouts(std::move(key), layouts);
       call.queue(*layouts);
