@@ -90,6 +90,27 @@ def test_the_faster_kind_serves_the_call(preferences):
     torch.testing.assert_close(torch.mul(half.to(DEV), half.to(DEV)).cpu(), half * half, rtol=0, atol=0)
 
 
+@pytest.mark.skipif(not BOTH_KINDS, reason="needs native and ATen-backed implementations of Mul: InfiniRT's CPU "
+                                            "backend with InfiniOps built WITH_TORCH=ON")
+def test_a_size_class_holds_for_the_form_it_was_measured_in(preferences):
+    """Size classes were measured on contiguous operands of the output's
+    size (or of one element); a broadcast or transposed input takes the
+    answer for any size."""
+    preferences([("cpu", "Mul", 1024, "native", ()), ("cpu", "Mul", -1, "aten", ()), ("cpu", "*", -1, "aten", ())])
+    a, row, scale = torch.randn(2, 12, 32), torch.randn(32, 24), torch.randn(2, 12, 1)
+    x, r, s = a.to(DEV), row.to(DEV), scale.to(DEV)
+    measured = {
+        "same size": (lambda: x * x, lambda: a * a, "native"),
+        "a Python number": (lambda: x * 0.5, lambda: a * 0.5, "native"),
+        "a broadcast input": (lambda: x * s, lambda: a * scale, "aten-backed"),
+        "a transposed input": (lambda: r.t() * r.t().contiguous(), lambda: row.t() * row.t().contiguous(),
+                               "aten-backed"),
+    }
+    for form, (on_device, on_cpu, kind) in measured.items():
+        assert _served_as(on_device)["aten::mul.Tensor"] == kind, form
+        torch.testing.assert_close(on_device().cpu(), on_cpu(), rtol=0, atol=0)
+
+
 # How each InfiniOps operator the data may name is called, on inputs of an output's size.
 CALLS = {
     "Add": [lambda a, b: a + b, lambda a, b: a + 0.1],

@@ -344,6 +344,13 @@ int main() {
   set_implementation_preferences({{"cpu", "Relu", 256, N, uint64_t{1} << 6}, {"cpu", "*", -1, A}});
   std::printf("%d %d %d ", int(preferences_for("cpu").faster("Relu", 1, 6)),
               int(preferences_for("cpu").faster("Relu", 1, 5)), int(preferences_for("cpu").faster("Relu", 1)));
+  // A call not in the measured form (a broadcast input): the operator's
+  // answer for any size, else the backend's.
+  set_implementation_preferences({{"cpu", "Mul", 1024, N}, {"cpu", "Mul", -1, A}, {"cpu", "Relu", 256, N},
+                                  {"cpu", "*", -1, A}});
+  std::printf("%d %d %d ", int(preferences_for("cpu").faster("Mul", 1, 6, false)),
+              int(preferences_for("cpu").faster("Relu", 1, 6, false)),
+              int(preferences_for("cpu").faster("Mul", 1, 6, true)));
   set_implementation_preferences({});  // a thread's copy follows a change
   std::printf("%d %zu\\n", int(preferences_for("cpu").faster("Mul", 1)), implementation_preferences().size());
 }
@@ -353,10 +360,10 @@ int main() {
 def test_implementation_preferences_by_size_class(tmp_path):
     """Which kind was measured faster: per backend and operator, the first
     size class holding the output's element count (where it names dtypes,
-    for an output of one of them), else the backend's "*" row, else unknown
-    (0; native 1, ATen-backed 2)."""
+    for an output of one of them; for a call in the measured form only),
+    else the backend's "*" row, else unknown (0; native 1, ATen-backed 2)."""
     out = _compile_and_run(tmp_path, PREFERENCES_PROGRAM, REPO / "csrc" / "runtime" / "implementation_preferences.cpp")
-    assert out == ["1", "2", "2", "1", "2", "2", "1", "0", "1", "2", "2", "0", "0"]
+    assert out == ["1", "2", "2", "1", "2", "2", "1", "0", "1", "2", "2", "2", "2", "1", "0", "0"]
 
 
 def test_with_torch_allowlist_comes_from_the_operator_headers(tmp_path):

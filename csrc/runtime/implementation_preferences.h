@@ -28,6 +28,12 @@ enum class ImplementationKind : uint8_t { kUnknown, kNative, kAtenBacked };
 // the dtype whose c10::ScalarType value is k (the dtypes a native kernel
 // was found to compute exactly as CPU eager does); an output of another
 // dtype takes the backend's answer. 0: every dtype.
+// A size class holds for the form its calls were measured in
+// (benchmarks/implementations.py): contiguous operands, each input of the
+// output's size or of one element. A call of another form (a broadcast
+// input, a transposed one) walks a native kernel's general index path,
+// which no size class measured: it takes the operator's answer for any
+// size, else the backend's.
 struct PreferenceRow {
   std::string backend;  // an InfiniRT backend name: "cpu", "nvidia", ...
   std::string op;       // an InfiniOps operator: "Mul", "Gemm"; or "*"
@@ -69,14 +75,15 @@ class BackendPreferences {
   }
 
   // The faster kind for a call of `op` writing `numel` elements of the
-  // dtype whose c10::ScalarType value is `dtype` (-1: not known);
-  // kUnknown where nothing was measured for the backend.
+  // dtype whose c10::ScalarType value is `dtype` (-1: not known), in the
+  // measured form or not (see PreferenceRow); kUnknown where nothing was
+  // measured for the backend.
   ImplementationKind faster(const std::string& op, int64_t numel,
-                            int dtype = -1) const {
+                            int dtype = -1, bool measured_form = true) const {
     const int at = find(op);
     if (at >= 0) {
       for (const auto& size : by_op_[at].second) {
-        if (size.below < 0 || numel < size.below) {
+        if (size.below < 0 || (measured_form && numel < size.below)) {
           const bool of_dtype = size.dtypes == 0 ||
               (dtype >= 0 && dtype < 64 && ((size.dtypes >> dtype) & 1));
           return of_dtype ? size.faster : fallback_;
