@@ -656,7 +656,7 @@ bool in_measured_form(const Binding& b, const AtenCall& call) {
 
 size_t hand_written_index(const InfiniProvider& provider, const char* op,
                           int aten_index, int64_t numel, c10::ScalarType dtype,
-                          bool aten_when_unmeasured) {
+                          bool aten_when_unmeasured, bool measured_form) {
   const int type = static_cast<int>(provider.device_type());
   if (!has_implementation_index(operator_implementations(op), type,
                                 aten_index)) {
@@ -664,11 +664,19 @@ size_t hand_written_index(const InfiniProvider& provider, const char* op,
   }
   const ImplementationKind faster =
       preferences_for(provider.backend())
-          .faster(op, numel, static_cast<int>(dtype));
+          .faster(op, numel, static_cast<int>(dtype), measured_form);
   const bool aten = faster == ImplementationKind::kUnknown
       ? aten_when_unmeasured
       : faster == ImplementationKind::kAtenBacked;
   return aten ? static_cast<size_t>(aten_index) : 0;
+}
+
+bool in_measured_form(std::initializer_list<const TensorArg*> operands) {
+  return std::all_of(operands.begin(), operands.end(), [](const TensorArg* t) {
+    return is_contiguous(*t) ||
+        std::all_of(t->strides.begin(), t->strides.end(),
+                    [](int64_t stride) { return stride == 0; });
+  });
 }
 
 ImplementationKind GenericServer::faster(const Binding& b,

@@ -18,6 +18,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -354,11 +355,17 @@ class GenericServer {
 // on `provider`'s backend for an output of `numel` elements: InfiniOps' own
 // hand-written ATen-backed one (`aten_index`: Add's 1, Gemm's 2) where the
 // build has it and it was measured faster there for outputs of `numel`
-// elements of `dtype`, or where nothing was
-// measured and `aten_when_unmeasured`; else the native one (0).
+// elements of `dtype` (a size class where the call is `measured_form`,
+// runtime/implementation_preferences.h), or where nothing was measured and
+// `aten_when_unmeasured`; else the native one (0).
 size_t hand_written_index(const InfiniProvider& provider, const char* op,
                           int aten_index, int64_t numel, c10::ScalarType dtype,
-                          bool aten_when_unmeasured);
+                          bool aten_when_unmeasured, bool measured_form = true);
+
+// Whether operands handed to a kernel (inputs broadcast as stride-0 views)
+// are in the form implementation speeds were measured in: each contiguous,
+// or one element broadcast (every stride 0).
+bool in_measured_form(std::initializer_list<const TensorArg*> operands);
 
 // "native" or "ATen-backed".
 std::string implementation_label(int index);

@@ -148,9 +148,10 @@ void launch_add(InfiniProvider& provider, int device, StreamHandle stream,
   // InfiniOps' ATen-backed Add (index 1: at::add_out, CPU eager's kernel)
   // where it was measured faster, else the native one (index 0); one
   // operator object per implementation, layout and thread.
-  const size_t index = hand_written_index(provider, "Add", 1,
-                                          numel_of(args.out), args.out.dtype,
-                                          /*aten_when_unmeasured=*/false);
+  const size_t index = hand_written_index(
+      provider, "Add", 1, numel_of(args.out), args.out.dtype,
+      /*aten_when_unmeasured=*/false,
+      in_measured_form({&args.self, &args.other, &args.out}));
   // ATen's kernel goes parallel above its grain size by itself.
   const SerialOpenMPScope serial(index == 0 &&
                                  serial_launch(provider, args.out));
