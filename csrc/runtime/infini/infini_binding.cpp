@@ -567,10 +567,11 @@ std::string common_reason(const Binding& b, const AtenCall& call,
 // infini_native.cpp: one floating dtype, contiguous device tensors, no
 // overlaps.
 std::string generic_native_reason(const Binding& b, const AtenCall& call) {
-  const std::string kernel = "infini::ops::" + b.op + " (native)";
+  // Named only in a refusal: built per call, it cost a heap allocation.
+  const auto kernel = [&b] { return "infini::ops::" + b.op + " (native)"; };
   std::optional<c10::ScalarType> dtype;
   std::string reason;
-  std::vector<TensorArg> inputs, outputs;
+  c10::SmallVector<TensorArg, 2> inputs, outputs;
   each_tensor(b, call.args, [&](const at::Tensor& t, const ArgConversion& c) {
     if (!reason.empty() || !t.defined()) {
       return;
@@ -578,10 +579,10 @@ std::string generic_native_reason(const Binding& b, const AtenCall& call) {
     dtype = dtype.value_or(t.scalar_type());
     if (t.scalar_type() != *dtype || !is_floating(*dtype) ||
         *dtype == c10::ScalarType::Double) {
-      reason = kernel + " is served for one dtype of float32, float16 or "
+      reason = kernel() + " is served for one dtype of float32, float16 or "
           "bfloat16";
     } else if (t.device().is_cpu() || !t.is_contiguous()) {
-      reason = kernel + " is served for contiguous device tensors";
+      reason = kernel() + " is served for contiguous device tensors";
     } else {
       (c.output ? outputs : inputs).push_back(arg_of(t));
     }
@@ -592,7 +593,7 @@ std::string generic_native_reason(const Binding& b, const AtenCall& call) {
   for (const auto& out : outputs) {
     for (const auto& in : inputs) {
       if (may_overlap(out, in)) {
-        return kernel + " is served for outputs that overlap no input";
+        return kernel() + " is served for outputs that overlap no input";
       }
     }
   }

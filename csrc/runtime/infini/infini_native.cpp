@@ -17,7 +17,9 @@
 // zero: results are within 1 ulp of PyTorch's.
 
 #include <string>
-#include <unordered_map>
+#include <utility>
+
+#include <c10/util/SmallVector.h>
 
 #include "runtime/infini/add_alpha.h"
 #include "runtime/infini/infini_binding.h"
@@ -25,8 +27,9 @@
 namespace torch_infini::runtime::infini {
 namespace {
 
+// Built per call: a small vector keeps the usual two inputs off the heap.
 struct Operands {
-  std::vector<TensorArg> inputs;
+  c10::SmallVector<TensorArg, 2> inputs;
   TensorArg out;
   bool cpu_scalar = false;
 };
@@ -53,17 +56,17 @@ Operands operands_of(const Binding& b, const AtenCall& call) {
   return o;
 }
 
-std::string output_reason(const std::string& kernel, const Operands& o,
+std::string output_reason(const char* kernel, const Operands& o,
                           bool overlap_ok) {
   if (has_broadcast_dim(o.out)) {
-    return kernel + " cannot write an output with stride-0 (expanded) "
-           "dimensions";
+    return std::string(kernel) +
+        " cannot write an output with stride-0 (expanded) dimensions";
   }
   for (const auto& in : o.inputs) {
     if (!overlap_ok && in.data != nullptr && may_overlap(o.out, in) &&
         !same_layout(o.out, in)) {
-      return kernel + " cannot write an output that overlaps an input in "
-             "another layout";
+      return std::string(kernel) +
+          " cannot write an output that overlaps an input in another layout";
     }
   }
   return {};
@@ -71,18 +74,20 @@ std::string output_reason(const std::string& kernel, const Operands& o,
 
 // An elementwise binary kernel's: one dtype, inputs broadcasting to the
 // output, an output overlapping no input in another layout.
-std::string binary_limits(const std::string& kernel, const Binding& b,
+std::string binary_limits(const char* kernel, const Binding& b,
                           const AtenCall& call) {
   const Operands o = operands_of(b, call);
   for (const auto& in : o.inputs) {
     if (in.dtype != o.out.dtype) {
-      return kernel + " needs one dtype for both inputs and the output (no "
-             "type promotion), but got " + dtype_name(o.inputs[0].dtype) +
+      return std::string(kernel) +
+          " needs one dtype for both inputs and the output (no type "
+          "promotion), but got " + dtype_name(o.inputs[0].dtype) +
           ", " + dtype_name(o.inputs.back().dtype) + " -> " +
           dtype_name(o.out.dtype);
     }
     if (in.data != nullptr && !broadcasts_to(in, o.out.sizes)) {
-      return kernel + ": an input does not broadcast to the output";
+      return std::string(kernel) +
+          ": an input does not broadcast to the output";
     }
   }
   return output_reason(kernel, o, /*overlap_ok=*/false);
@@ -107,19 +112,20 @@ std::string add_limits(const Binding& b, const AtenCall& call) {
   return binary_limits("infini::ops::Add", b, call);
 }
 
-std::string unary_limits(const std::string& kernel, const Binding& b,
+std::string unary_limits(const char* kernel, const Binding& b,
                          const AtenCall& call, bool floating_only,
                          bool overlap_ok) {
   const Operands o = operands_of(b, call);
   if (o.cpu_scalar || o.inputs.size() != 1) {
-    return kernel + " reads its input from device memory only";
+    return std::string(kernel) + " reads its input from device memory only";
   }
   const TensorArg& in = o.inputs[0];
   if (in.sizes != o.out.sizes || in.dtype != o.out.dtype) {
-    return kernel + " needs an output of the input's shape and dtype";
+    return std::string(kernel) +
+        " needs an output of the input's shape and dtype";
   }
   if (floating_only && !c10::isFloatingType(in.dtype)) {
-    return kernel + " has no " + dtype_name(in.dtype) +
+    return std::string(kernel) + " has no " + dtype_name(in.dtype) +
         " kernel (floating types only)";
   }
   return output_reason(kernel, o, overlap_ok);
@@ -136,14 +142,19 @@ std::string silu_limits(const Binding& b, const AtenCall& call) {
 }  // namespace
 
 const NativeLimits* native_limits(const std::string& op) {
-  static const std::unordered_map<std::string, NativeLimits> table = {
+  // Asked a few times per call: four names, compared, beat a hash.
+  static const std::pair<const char*, NativeLimits> table[] = {
       {"Add", {&add_limits, /*broadcast_inputs=*/true}},
       {"Mul", {&mul_limits, /*broadcast_inputs=*/true}},
       {"Relu", {&relu_limits, false}},
       {"Silu", {&silu_limits, false}},
   };
-  const auto it = table.find(op);
-  return it == table.end() ? nullptr : &it->second;
+  for (const auto& [name, limits] : table) {
+    if (op == name) {
+      return &limits;
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace torch_infini::runtime::infini
