@@ -63,6 +63,8 @@ CASES = {
     "sub_integers": (aten.sub.Tensor, (torch.arange(6), torch.arange(6).flip(0)), {"alpha": 2}),
     "rsub": (aten.rsub.Tensor, (torch.randn(5), torch.randn(5)), {"alpha": 0.5}),
     "var_mean": (aten.var_mean.correction, (X, [1, 2]), {"correction": 0, "keepdim": True}),
+    "var_mean_of_all": (aten.var_mean.correction, (X,), {}),
+    "var_mean_complex": (aten.var_mean.correction, (torch.randn(4, 5, dtype=torch.complex64), [1]), {"correction": 2}),
     "pixel_shuffle": (aten.pixel_shuffle.default, (torch.randn(1, 8, 3, 3), 2), {}),
     "hardswish_backward": (aten.hardswish_backward.default, (torch.randn(7), torch.randn(7) * 4), {}),
     "adaptive_avg_pool2d": (aten._adaptive_avg_pool2d.default, (X, [2, 2]), {}),
@@ -608,6 +610,22 @@ def test_median_of_all_elements_matches_cpu(name, x):
     _skip_if_unserved(got)
     assert (got.dtype, got.shape) == (expected.dtype, expected.shape)
     assert torch.equal(got.cpu(), expected) or (got.isnan().item() and expected.isnan().item())
+
+
+def test_var_mean_is_two_calls_and_raises_cpus_error_for_integers():
+    x = torch.randn(2, 12, 32)
+    for _ in range(2):  # the kernel's path: recorded, then replayed
+        got = torch.var_mean(x.to(DEV), -1, correction=0, keepdim=True)
+    for g, e in zip(got, torch.var_mean(x, -1, correction=0, keepdim=True), strict=True):
+        torch.testing.assert_close(g.cpu(), e)
+    if not on_host():
+        programs = _C._decomposition_replayed_operators_of("aten::var_mean.correction")
+        assert ["aten::var.correction", "aten::mean.dim"] in programs, programs
+    with pytest.raises(RuntimeError) as cpu:
+        torch.var_mean(torch.arange(3))
+    with pytest.raises(RuntimeError) as infini:
+        _run("aten::var_mean.correction", torch.arange(3).to(DEV))
+    assert str(infini.value) == str(cpu.value)
 
 
 def test_masked_scatter_raises_cpus_error_for_too_small_a_source():

@@ -3,7 +3,8 @@
 ``sub``, ``rsub`` and ``div`` (PyTorch's end in primitives implemented by
 themselves), a number's powers, ``bitwise_not`` of bools, ``signbit`` and
 ``isposinf``/``isneginf`` (bool results ATen writes as bool only),
-``polygamma``, ``median()`` of all elements and ``hash_tensor``. The registry is
+``polygamma``, ``median()`` of all elements, ``hash_tensor`` and
+``var_mean`` (two calls where PyTorch's makes seven). The registry is
 ``torch_infini/decompositions/__init__.py``.
 """
 
@@ -127,6 +128,20 @@ def is_inf(sign: float) -> Callable[[torch.Tensor], torch.Tensor]:
             return x == sign * float("inf")
         return torch.zeros(x.shape, dtype=torch.bool, device=x.device)
     return run
+
+
+def var_mean(x: torch.Tensor, dim: Any = None, *, correction: Any = None,
+             keepdim: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """``var_mean.correction`` as ``var`` and ``mean``, each one operator
+    call InfiniOps serves. PyTorch's decomposition computes the mean as a
+    ``sum`` over the dimensions, each unsqueezed and expanded, divided by
+    their size: seven calls, replayed inside ``native_layer_norm``'s
+    decomposition on every layer norm. ATen's ``mean`` is that ``sum``
+    divided by the same count, so the values are the same bits."""
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        raise RuntimeError("var_mean only support floating point and complex dtypes")
+    return (torch.var(x, dim, correction=correction, keepdim=keepdim),
+            torch.mean(x, dim, keepdim=keepdim))
 
 
 def polygamma(n: int, x: torch.Tensor) -> torch.Tensor:
