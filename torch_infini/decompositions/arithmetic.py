@@ -16,12 +16,33 @@ from typing import Any, Callable
 import torch
 
 
+def _number_as(value: Any, dtype: torch.dtype) -> torch.Tensor:
+    """A Python number as a 0-dim tensor of ``dtype``, cast as ATen casts a
+    wrapped number: 300 into uint8 wraps to 44, 1e39 into float32 is inf.
+    ``torch.tensor(value, dtype=dtype)`` checks the range and raises."""
+    return torch.tensor(value).to(dtype)
+
+
 def pow_of_a_number(base: Any, exponent: torch.Tensor) -> torch.Tensor:
     """``pow.Scalar`` (a number to a tensor's powers), which InfiniOps lacks:
     ATen computes it as ``pow.Tensor_Tensor`` of the number as a 0-dim
     tensor of the result's dtype (its wrapped number, cast as the kernel
-    casts it)."""
-    return torch.pow(torch.tensor(base, dtype=torch.result_type(base, exponent)), exponent)
+    casts it). CPU has no bool kernel for it."""
+    dtype = torch.result_type(base, exponent)
+    if dtype == torch.bool:
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")
+    return torch.pow(_number_as(base, dtype), exponent)
+
+
+def pow_by_a_number(x: torch.Tensor, exponent: Any) -> torch.Tensor:
+    """``pow.Tensor_Scalar``: PyTorch's decomposition, except for a bool
+    tensor to a bool power, whose result CPU keeps bool (the power True is
+    the tensor, False is ones); PyTorch's promotes it to int64."""
+    if x.dtype == torch.bool and isinstance(exponent, bool):
+        return x.clone() if exponent else torch.ones_like(x)
+    from torch._decomp import decomposition_table
+
+    return decomposition_table[torch.ops.aten.pow.Tensor_Scalar](x, exponent)
 
 
 def add(x: torch.Tensor | float, other: torch.Tensor | float, *, alpha: Any = 1) -> Any:
@@ -46,7 +67,7 @@ def sub(x: torch.Tensor | float, other: torch.Tensor | float, *, alpha: Any = 1)
     of the result's dtype, which CPU casts it to."""
     _check_sub_operands(x, other)
     if not isinstance(x, torch.Tensor):
-        x = torch.tensor(x, dtype=torch.result_type(x, other))
+        x = _number_as(x, torch.result_type(x, other))
     return torch.add(x, other, alpha=-alpha)
 
 

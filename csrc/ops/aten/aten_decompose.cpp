@@ -139,6 +139,17 @@ bool self_shares_memory(c10::ArrayRef<c10::IValue> args) {
 // scalars) stay on the CPU, where PyTorch keeps them, and type promotion
 // reads them apart from 0-dim tensors; a CPU tensor of more dimensions
 // stays too, refused as CUDA refuses it.
+// c10's range-checked conversion of a number (c10::checked_convert: "value
+// cannot be converted to type float without overflow"), known by its
+// message: c10 raises it as a plain c10::Error. PyTorch's decompositions
+// build 0-dim tensors of a number with it (scalar_tensor, torch.tensor with
+// a dtype), where CPU's kernels cast a wrapped number unchecked (1e39 to
+// float32 is inf, 300 to uint8 wraps).
+bool is_checked_number_conversion(const std::string& what) {
+  return what.find("cannot be converted to type") != std::string::npos &&
+      what.find("without overflow") != std::string::npos;
+}
+
 void move_cpu_scalars(const Plan& plan, torch::jit::Stack* stack,
                       size_t nargs) {
   const auto args = torch::jit::last(*stack, nargs);
@@ -307,14 +318,25 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
     // meets a refused operator and gives way to the fallback).
     at::DisableRecordFunctionGuard as_one_kernel;
     ran = run_or_replay(plan, op, stack, refusal, state);
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
     // CPU's wording where CPU refuses the call too (a float index), the
     // decomposition's where only the values refute it (an index out of
     // range).
     if (const std::exception_ptr error = cpu_error(op, saved)) {
       std::rethrow_exception(error);
     }
-    throw;
+    // CPU accepts the call, and the decomposition met a number it converts
+    // with a range check: the decomposition cannot compute this call as
+    // CPU does, which is a refusal (the next way of the unserved order),
+    // not the call's error.
+    const std::string what = e.what();
+    if (!is_checked_number_conversion(what)) {
+      throw;
+    }
+    *refusal = "its decomposition converts a number with a range check "
+        "that CPU's kernel does not make (" +
+        what.substr(0, what.find('\n')) + ")";
+    ran = false;
   }
   if (!ran) {
     restore();
