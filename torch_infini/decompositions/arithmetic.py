@@ -34,17 +34,6 @@ def pow_of_a_number(base: Any, exponent: torch.Tensor) -> torch.Tensor:
     return torch.pow(_number_as(base, dtype), exponent)
 
 
-def pow_by_a_number(x: torch.Tensor, exponent: Any) -> torch.Tensor:
-    """``pow.Tensor_Scalar``: PyTorch's decomposition, except for a bool
-    tensor to a bool power, whose result CPU keeps bool (the power True is
-    the tensor, False is ones); PyTorch's promotes it to int64."""
-    if x.dtype == torch.bool and isinstance(exponent, bool):
-        return x.clone() if exponent else torch.ones_like(x)
-    from torch._decomp import decomposition_table
-
-    return decomposition_table[torch.ops.aten.pow.Tensor_Scalar](x, exponent)
-
-
 def add(x: torch.Tensor | float, other: torch.Tensor | float, *, alpha: Any = 1) -> Any:
     """``add.Tensor``: PyTorch's decomposition, which declines two bool
     tensors (``NotImplemented``: the call is refused as every bool add is,
