@@ -1,5 +1,6 @@
 """Every binary operator of PyTorch's OpInfo database that takes a Python
-number as its second operand, called with numbers that stress how a number is
+number as its second operand, called with numbers (as Python passes them,
+and as CPU 0-dim tensors) that stress how a number is
 read beside a tensor (beyond float32's range, NaN, -0.0, a bool, an integer
 past uint8's range, a fraction beside an integer tensor) on tensors of six
 dtypes, against CPU: the same result dtype and values, or an error where CPU
@@ -49,10 +50,9 @@ def _outcome(fn):
         return error
 
 
-def _difference(name: str, dtype: torch.dtype, number, cpu, got) -> str | None:
-    """What differs between CPU's outcome and the device's, or None (also
-    for a difference the reviewed list holds, on the stack)."""
-    case = f"{name}({dtype}, {number!r})"
+def _difference(case: str, cpu, got) -> str | None:
+    """What differs between CPU's outcome and the device's in ``case``, or
+    None (also for a difference the reviewed list holds, on the stack)."""
     if not on_host() and case in STACK_NUMBER_DIFFERENCES:
         return None
     if isinstance(got, NotImplementedError) and "infini" in str(got).lower() and not isinstance(cpu, Exception):
@@ -73,24 +73,36 @@ def _difference(name: str, dtype: torch.dtype, number, cpu, got) -> str | None:
     return None
 
 
+# A number as Python passes it (a wrapped number), or as a CPU 0-dim
+# tensor, which CUDA takes beside device tensors and which promotes otherwise.
+FORMS = {"number": lambda v: v, "CPU 0-dim tensor": torch.tensor}
+
+
+def _case(name: str, dtype: torch.dtype, number, form: str) -> str:
+    return f"{name}({dtype}, {number!r})" if form == "number" else f"{name}({dtype}, tensor({number!r}))"
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
 @pytest.mark.parametrize("name", sorted(OPS))
-def test_a_python_number_beside_a_tensor_is_cpus(name):
+def test_a_python_number_beside_a_tensor_is_cpus(name, form):
     op = OPS[name]
     differences = []
     for dtype, values in VALUES.items():
         x = torch.tensor(values, dtype=dtype)
         xd = x.to(DEV)
         for number in NUMBERS:
-            cpu = _outcome(lambda: op.op(x, number))
+            operand = FORMS[form](number)
+            cpu = _outcome(lambda: op.op(x, operand))
             # Read back inside: an error the device reports at the next
             # synchronization (an integer division by zero) is this call's.
-            got = _outcome(lambda: op.op(xd, number).cpu())
-            difference = _difference(name, dtype, number, cpu, got)
+            got = _outcome(lambda: op.op(xd, operand).cpu())
+            difference = _difference(_case(name, dtype, number, form), cpu, got)
             if difference is not None:
                 differences.append(difference)
     assert not differences, "\n".join(differences)
 
 
 def test_the_listed_differences_name_probed_cases():
-    cases = {f"{name}({dtype}, {number!r})" for name in OPS for dtype in VALUES for number in NUMBERS}
+    cases = {_case(name, dtype, number, form) for name in OPS for dtype in VALUES for number in NUMBERS
+             for form in FORMS}
     assert not sorted(set(STACK_NUMBER_DIFFERENCES) - cases)

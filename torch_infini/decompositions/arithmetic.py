@@ -4,7 +4,8 @@
 themselves), a number's powers, ``bitwise_not`` of bools, ``signbit`` and
 ``isposinf``/``isneginf`` (bool results ATen writes as bool only),
 ``polygamma``, ``median()`` of all elements, ``hash_tensor`` and
-``var_mean`` (two calls where PyTorch's makes seven). The registry is
+``var_mean`` (two calls where PyTorch's makes seven), and CPU's refusal of
+a bool ``pow``. The registry is
 ``torch_infini/decompositions/__init__.py``.
 """
 
@@ -32,6 +33,16 @@ def pow_of_a_number(base: Any, exponent: torch.Tensor) -> torch.Tensor:
     if dtype == torch.bool:
         raise NotImplementedError("\"pow\" not implemented for 'Bool'")
     return torch.pow(_number_as(base, dtype), exponent)
+
+
+def pow_of_tensors(x: torch.Tensor, exponent: torch.Tensor) -> torch.Tensor:
+    """``pow.Tensor_Tensor``: PyTorch's decomposition, which computes bool
+    operands promoted; CPU has no bool kernel for it and raises."""
+    if torch.result_type(x, exponent) == torch.bool:
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")
+    from torch._decomp import decomposition_table
+
+    return decomposition_table[torch.ops.aten.pow.Tensor_Tensor](x, exponent)
 
 
 def add(x: torch.Tensor | float, other: torch.Tensor | float, *, alpha: Any = 1) -> Any:
