@@ -60,6 +60,42 @@ std::exception_ptr cpu_error(const c10::OperatorHandle& op,
   return nullptr;
 }
 
+std::exception_ptr cpu_dtype_refusal(const c10::OperatorHandle& op,
+                                     c10::ArrayRef<c10::IValue> args) {
+  if (!op.hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
+    return nullptr;
+  }
+  const auto stand_in = [](const at::Tensor& t) {
+    if (!t.defined() || t.device().type() != kInfini) {
+      return t;
+    }
+    return at::zeros(std::vector<int64_t>(t.dim(), 1),
+                     t.options().device(at::kCPU));
+  };
+  const auto& schema = op.schema();
+  torch::jit::Stack cpu;
+  for (size_t i = 0; i < args.size(); ++i) {
+    cpu.push_back(i < schema.arguments().size() &&
+                          runtime::is_generator_argument(schema.arguments()[i])
+                      ? c10::IValue(at::make_generator<at::CPUGeneratorImpl>())
+                      : runtime::map_tensors(args[i], stand_in));
+  }
+  try {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
+  } catch (const c10::NotImplementedError& e) {
+    // AT_DISPATCH's message; another NotImplementedError (a sparse or
+    // quantized path) is not about the dtypes.
+    if (std::string(e.what()).find(" not implemented for '") !=
+        std::string::npos) {
+      return std::current_exception();
+    }
+  } catch (const std::exception&) {
+    // A check of the stand-ins' shapes or values: not the dtypes.
+  }
+  return nullptr;
+}
+
 Layouts cpu_layouts(const Plan& plan, const c10::OperatorHandle& op,
                     c10::ArrayRef<c10::IValue> args,
                     runtime::CopiedValues values) {

@@ -24,6 +24,17 @@ std::exception_ptr cpu_error(const c10::OperatorHandle& op,
                              c10::ArrayRef<c10::IValue> args,
                              bool keep_aliases = false);
 
+// CPU's refusal of the call's dtypes ("\"softplus_cpu\" not implemented for
+// 'Int'"), or null: the call's CPU kernel run on one-element stand-ins of
+// its tensors (same dtypes and ranks, zero-filled), so that it costs a
+// small kernel whatever the tensors' sizes. Only the kernel's dispatch on
+// dtypes is read from it (a shape check the stand-ins fail says nothing);
+// null for an operator without a CPU kernel. Asked before a decomposition
+// is recorded: PyTorch's decompositions compute in float32 or promote, so
+// they accept dtypes CPU's kernels refuse.
+std::exception_ptr cpu_dtype_refusal(const c10::OperatorHandle& op,
+                                     c10::ArrayRef<c10::IValue> args);
+
 // cpu_error(op, args, /*keep_aliases=*/true), remembered per thread where
 // CPU accepts the call: asked on every call whose written argument is the
 // memory of one it reads (an optimizer's x.mul_(beta) on the Infini stack

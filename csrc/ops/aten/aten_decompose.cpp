@@ -224,6 +224,12 @@ bool run_or_replay(const Plan& plan, const c10::OperatorHandle& op,
     const DecompositionScope scope(op.schema());
     return known->run(stack, nargs, refusal);
   }
+  // CPU's refusal of the dtypes, which a decomposition computing in float32
+  // or promoting would not raise (softplus of int32, zeta of float16): asked
+  // where the Python runs, not on a replay (its key holds the dtypes).
+  if (const std::exception_ptr error = cpu_dtype_refusal(op, args)) {
+    std::rethrow_exception(error);
+  }
   if (!key) {
     return try_decompose(op, stack, refusal);
   }
