@@ -61,9 +61,3 @@ STACK_NUMBER_DIFFERENCES: dict[str, str] = {
         "PyTorch's meta function of pow.Tensor_Scalar promotes a bool tensor with a bool exponent to int64, "
         "where CPU's kernel keeps bool; the stack lays every call out by the meta function (values are CPU's)"),
 }
-_NO_HALF_ZETA = (
-    "CPU has no float16 zeta kernel and raises; PyTorch's decomposition computes it in float32 and the "
-    "stack serves it. Refusing it needs CPU's dtype coverage asked before a decomposition runs "
-    "(a CPU run on zero-filled copies per new call, or a table of CPU's dtypes)")
-STACK_NUMBER_DIFFERENCES["special.zeta(torch.float16, True)"] = _NO_HALF_ZETA
-STACK_NUMBER_DIFFERENCES["special.zeta(torch.float16, tensor(True))"] = _NO_HALF_ZETA
