@@ -60,6 +60,27 @@ std::exception_ptr cpu_error(const c10::OperatorHandle& op,
   return nullptr;
 }
 
+namespace {
+
+// The call's arguments for its CPU kernel: each device tensor replaced by
+// `copy(tensor)`, each generator by a fresh CPU one (so that nothing in the
+// call's generators changes).
+template <typename Copy>
+torch::jit::Stack cpu_arguments(const c10::OperatorHandle& op,
+                                c10::ArrayRef<c10::IValue> args, Copy copy) {
+  const auto& schema = op.schema();
+  torch::jit::Stack cpu;
+  for (size_t i = 0; i < args.size(); ++i) {
+    cpu.push_back(i < schema.arguments().size() &&
+                          runtime::is_generator_argument(schema.arguments()[i])
+                      ? c10::IValue(at::make_generator<at::CPUGeneratorImpl>())
+                      : runtime::map_tensors(args[i], copy));
+  }
+  return cpu;
+}
+
+}  // namespace
+
 std::exception_ptr cpu_dtype_refusal(const c10::OperatorHandle& op,
                                      c10::ArrayRef<c10::IValue> args) {
   if (!op.hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
@@ -72,14 +93,7 @@ std::exception_ptr cpu_dtype_refusal(const c10::OperatorHandle& op,
     return at::zeros(std::vector<int64_t>(t.dim(), 1),
                      t.options().device(at::kCPU));
   };
-  const auto& schema = op.schema();
-  torch::jit::Stack cpu;
-  for (size_t i = 0; i < args.size(); ++i) {
-    cpu.push_back(i < schema.arguments().size() &&
-                          runtime::is_generator_argument(schema.arguments()[i])
-                      ? c10::IValue(at::make_generator<at::CPUGeneratorImpl>())
-                      : runtime::map_tensors(args[i], stand_in));
-  }
+  torch::jit::Stack cpu = cpu_arguments(op, args, stand_in);
   try {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
@@ -123,14 +137,8 @@ Layouts cpu_layouts(const Plan& plan, const c10::OperatorHandle& op,
     copy._set_neg(t.is_neg());
     return copy;
   };
+  torch::jit::Stack cpu = cpu_arguments(op, args, cpu_copy);
   const auto& schema = op.schema();
-  torch::jit::Stack cpu;
-  for (size_t i = 0; i < args.size(); ++i) {
-    cpu.push_back(i < schema.arguments().size() &&
-                          runtime::is_generator_argument(schema.arguments()[i])
-                      ? c10::IValue(at::make_generator<at::CPUGeneratorImpl>())
-                      : runtime::map_tensors(args[i], cpu_copy));
-  }
   std::vector<at::Tensor> written;
   for (size_t w : plan.written) {
     written.push_back(cpu[w].isTensor() ? cpu[w].toTensor() : at::Tensor());
