@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import run_python
 
 TESTS = Path(__file__).resolve().parent
@@ -185,7 +187,11 @@ def test_an_error_of_the_values_is_not_a_stale_hit():
     result = run_python("""
         import torch, torch_infini
         x = torch.randn(4, 3).to('infini')
-        x.index_select(0, torch.tensor([0, 1]).to('infini'))  # learned
+        try:
+            x.index_select(0, torch.tensor([0, 1]).to('infini'))  # learned
+        except NotImplementedError:  # a stack whose InfiniOps lacks it
+            print('UNSERVED')
+            raise SystemExit
         torch.infini.synchronize()
         index = torch.tensor([0, 7]).to('infini')
         try:
@@ -203,4 +209,6 @@ def test_an_error_of_the_values_is_not_a_stale_hit():
         print('OK')
     """, env={"TORCH_INFINI_VERIFY_CACHES": "1"})
     assert result.returncode == 0, result.stderr
+    if result.stdout.strip() == "UNSERVED":
+        pytest.skip("index_select is not served by this build's InfiniOps")
     assert result.stdout.strip() == "OK"

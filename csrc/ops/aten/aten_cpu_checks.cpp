@@ -10,6 +10,7 @@
 #include <c10/util/strides.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <algorithm>
 #include <optional>
@@ -96,6 +97,11 @@ std::exception_ptr cpu_dtype_refusal(const c10::OperatorHandle& op,
   torch::jit::Stack cpu = cpu_arguments(op, args, stand_in);
   try {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
+    // Unseen by Python dispatch modes: the calls CPU's kernel makes inside
+    // (nonzero's item()) would enter the recording of an enclosing
+    // decomposition.
+    const c10::impl::ExcludeDispatchKeyGuard no_python(c10::DispatchKeySet(
+        {c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
   } catch (const c10::NotImplementedError& e) {
     // AT_DISPATCH's message; another NotImplementedError (a sparse or
