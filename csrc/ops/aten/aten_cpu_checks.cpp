@@ -63,6 +63,12 @@ std::exception_ptr cpu_error(const c10::OperatorHandle& op,
 
 namespace {
 
+// Warnings of a kernel run only for its verdict.
+class DiscardedWarnings final : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& /*warning*/) override {}
+};
+
 // The call's arguments for its CPU kernel: each device tensor replaced by
 // `copy(tensor)`, each generator by a fresh CPU one (so that nothing in the
 // call's generators changes).
@@ -102,6 +108,10 @@ std::exception_ptr cpu_dtype_refusal(const c10::OperatorHandle& op,
     // decomposition.
     const c10::impl::ExcludeDispatchKeyGuard no_python(c10::DispatchKeySet(
         {c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+    // Nor heard: what it warns of is the stand-ins' (an out= of another
+    // size), and a warning makes the decomposition's recording unreplayable.
+    DiscardedWarnings discarded;
+    const c10::WarningUtils::WarningHandlerGuard quiet(&discarded);
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
   } catch (const c10::NotImplementedError& e) {
     // AT_DISPATCH's message; another NotImplementedError (a sparse or
