@@ -131,14 +131,6 @@ bool self_shares_memory(c10::ArrayRef<c10::IValue> args) {
   return shares;
 }
 
-// The call's CPU 0-dim tensors that it reads (scalars, which CUDA's
-// kernels and this provider's accept beside device tensors: index_fill's
-// value) as copies on its device, for its decomposition: the operators that
-// computes it with may not accept a CPU tensor where the overload does
-// (index_fill's value becomes index_copy's source). Wrapped numbers (Python
-// scalars) stay on the CPU, where PyTorch keeps them, and type promotion
-// reads them apart from 0-dim tensors; a CPU tensor of more dimensions
-// stays too, refused as CUDA refuses it.
 // c10's range-checked conversion of a number (c10::checked_convert: "value
 // cannot be converted to type float without overflow"), known by its
 // message: c10 raises it as a plain c10::Error. PyTorch's decompositions
@@ -150,6 +142,14 @@ bool is_checked_number_conversion(const std::string& what) {
       what.find("without overflow") != std::string::npos;
 }
 
+// The call's CPU 0-dim tensors that it reads (scalars, which CUDA's
+// kernels and this provider's accept beside device tensors: index_fill's
+// value) as copies on its device, for its decomposition: the operators that
+// computes it with may not accept a CPU tensor where the overload does
+// (index_fill's value becomes index_copy's source). Wrapped numbers (Python
+// scalars) stay on the CPU, where PyTorch keeps them, and type promotion
+// reads them apart from 0-dim tensors; a CPU tensor of more dimensions
+// stays too, refused as CUDA refuses it.
 void move_cpu_scalars(const Plan& plan, torch::jit::Stack* stack,
                       size_t nargs) {
   const auto args = torch::jit::last(*stack, nargs);
