@@ -93,6 +93,21 @@ std::exception_ptr cpu_dtype_refusal(const c10::OperatorHandle& op,
   if (!op.hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
     return nullptr;
   }
+  // A factory writing into out= (arange.start_out) reads no tensor whose
+  // dtype a kernel could refuse, and its CPU kernel would allocate and
+  // fill the whole result (its size comes from the numbers): not asked.
+  const auto& arguments = op.schema().arguments();
+  bool reads_device_tensor = false;
+  runtime::for_each_tensor(args, [&](const at::Tensor& t, size_t i) {
+    const auto* alias = i < arguments.size() ? arguments[i].alias_info()
+                                             : nullptr;
+    reads_device_tensor = reads_device_tensor ||
+        (t.defined() && t.device().type() == kInfini &&
+         (alias == nullptr || !alias->isWrite()));
+  });
+  if (!reads_device_tensor) {
+    return nullptr;
+  }
   const auto stand_in = [](const at::Tensor& t) {
     if (!t.defined() || t.device().type() != kInfini) {
       return t;
