@@ -161,6 +161,15 @@ struct AtenRefusal {
   bool refused() const { return !reason.empty(); }
 };
 
+// What a provider did with an ATen call (OpKernels::aten): refused it,
+// saying why, or launched it on its library's native kernel or on an
+// ATen-backed implementation of it (InfiniOps built WITH_TORCH=ON; the
+// coverage report counts those).
+struct AtenLaunch {
+  AtenRefusal refusal;  // the call was not taken where this is refused
+  bool aten_backed = false;
+};
+
 class OpKernels {
  public:
   virtual ~OpKernels() = default;
@@ -188,7 +197,8 @@ class OpKernels {
   // Generic ATen calls (ops/aten/aten_kernel.cpp, then serve below). A
   // provider that does not run CPU kernels serves the families of
   // runtime/aten_ops.h it maps onto its library, and refuses the rest with
-  // a reason.
+  // a reason: here, for a caller that asks before it runs the call another
+  // way (ops/add.cpp), and from aten() below.
   virtual AtenRefusal aten_unsupported(const AtenCall& call) const = 0;
   // Whether the provider maps `overload` ("aten::abs.out") onto its library
   // beyond the families of runtime/aten_ops.h (the Infini provider's
@@ -196,8 +206,10 @@ class OpKernels {
   // families' are, and refused per call by aten_unsupported.
   virtual bool maps(const std::string& overload) const { return false; }
   // Launches the call on `stream` of `device`, taking what it keeps from
-  // `call` (moved from, never copied: one hand-over per call).
-  virtual void aten(int device, StreamHandle stream, AtenCall&& call) = 0;
+  // `call` (moved from, never copied: one hand-over per call); or refuses
+  // it as aten_unsupported would, leaving `call` as it was. One decision
+  // per call: the generic kernel asks nothing before it.
+  virtual AtenLaunch aten(int device, StreamHandle stream, AtenCall& call) = 0;
 
   // Whether the provider has a kernel of its own for `op`, whatever a
   // call's dtypes and layouts (which aten_unsupported judges per call): the

@@ -55,7 +55,6 @@
 #include "ops/sparse/sparse_coo.h"
 #include "ops/sync_debug.h"
 #include "runtime/aten_ops.h"
-#include "runtime/aten_route.h"
 #include "runtime/complex_pairs.h"
 #include "runtime/current_operator.h"
 #include "runtime/generic_call.h"
@@ -464,7 +463,9 @@ void queue_call(const Plan& plan, const c10::OperatorHandle& op,
         return !t.defined() || t.numel() == 0;
       });
   if (!empty) {
-    const runtime::AtenRefusal unsupported = kernels.aten_unsupported(call);
+    const runtime::AtenLaunch launch =
+        kernels.aten(target.device.index(), target.native, call);
+    const runtime::AtenRefusal& unsupported = launch.refusal;
     if (unsupported.refused()) {
       serve_unserved(plan, op, stack, {unsupported.no_kernel, [&](const std::string& refusal) {
         check_supported(plan.name.c_str(),
@@ -474,9 +475,7 @@ void queue_call(const Plan& plan, const c10::OperatorHandle& op,
       }});
       return;
     }
-    runtime::last_aten_route() = runtime::AtenRoute::kNative;
-    kernels.aten(target.device.index(), target.native, std::move(call));
-    if (runtime::last_aten_route() == runtime::AtenRoute::kAtenBacked) {
+    if (launch.aten_backed) {
       coverage::served_as(op.operator_name(), coverage::Kind::kAtenBacked);
     }
   }

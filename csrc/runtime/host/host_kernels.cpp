@@ -322,7 +322,7 @@ class HostKernels final : public OpKernels {
   // (runtime/host/host_direct.h).
   void serve(GenericCall& call) override { serve_directly_first(call); }
 
-  void aten(int device, StreamHandle stream, AtenCall&& call) override {
+  AtenLaunch aten(int device, StreamHandle stream, AtenCall& call) override {
     // The aliases are made where the call runs (see host_aliases.h). The
     // call is made once on the heap and shared by the task and its copies (a
     // captured graph's replays), never moved.
@@ -350,6 +350,7 @@ class HostKernels final : public OpKernels {
                         e.what_without_backtrace());
           }
         });
+    return {};  // ATen's CPU kernels run every call the ops layer accepts
   }
 
   std::string add_unsupported(const AddArgs& /*args*/) const override {

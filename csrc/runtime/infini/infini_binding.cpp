@@ -39,7 +39,6 @@
 #include <optional>
 #include <unordered_map>
 
-#include "runtime/aten_route.h"
 #include "runtime/bool_operands.h"
 #include "runtime/cache_verification.h"
 #include "runtime/complex_pairs.h"
@@ -823,9 +822,6 @@ void GenericServer::run(const Binding& b, int device, StreamHandle stream,
   }
   const NativeLimits* limits = aten_backed ? nullptr : native_limits(b.op);
   const bool broadcast = limits != nullptr && limits->broadcast_inputs;
-  last_aten_route() = implementation == kAtenBackedIndex
-      ? AtenRoute::kAtenBacked
-      : AtenRoute::kNative;
   const Launch launch{&provider_, device, stream, implementation, &args,
                       &b.conversions,
                       broadcast ? out.sizes() : c10::IntArrayRef()};

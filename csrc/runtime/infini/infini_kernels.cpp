@@ -11,7 +11,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/cache_verification.h"
 #include "runtime/infini/add_alpha.h"
 #include "runtime/complex_pairs.h"
 #include "runtime/infini/infini_aten.h"
@@ -391,57 +390,24 @@ class InfiniKernels final : public OpKernels {
   }
 
   AtenRefusal aten_unsupported(const AtenCall& call) const override {
-    const std::string& name = overload_name(call);
     int implementation = -1;
-    bool cannot_take = false;
-    AtenRefusal refusal{decide(name, call, &implementation, &cannot_take),
-                        /*no_kernel=*/false};
-    Decided& decided = last_decided();
-    decided.valid = false;
-    if (!refusal.refused()) {
-      decided = Decided{&call.op.schema(), call.args.data(), call.args.size(),
-                        implementation, true};
-      return refusal;
-    }
-    refusal.no_kernel = !has_kernel(name) || cannot_take;
-    if (refusal.reason.find(kFallbackHint) != std::string::npos) {
-      return refusal;
-    }
-    // Every refusal says it is InfiniOps' limit (tests and users tell a
-    // missing kernel from an error by it) and how to run the call anyway.
-    if (refusal.reason.find("InfiniOps") == std::string::npos) {
-      refusal.reason = "not served by InfiniOps: " + refusal.reason;
-    }
-    refusal.reason += std::string("; ") + kFallbackHint;
-    return refusal;
+    return refusal_of(call, &implementation);
   }
 
-  void aten(int device, StreamHandle stream, AtenCall&& call) override {
+  AtenLaunch aten(int device, StreamHandle stream, AtenCall& call) override {
     const std::string& name = overload_name(call);
     int implementation = -1;
-    Decided& decided = last_decided();
-    const bool checked = decided.valid &&
-        decided.schema == &call.op.schema() &&
-        decided.args == call.args.data() && decided.nargs == call.args.size();
-    decided.valid = false;
-    if (checked && !verify_caches()) {
-      implementation = decided.implementation;
-    } else {
-      const std::string reason = decide(name, call, &implementation);
-      TORCH_CHECK(reason.empty(), "infini: ", name, ": ", reason);
-      if (checked) {
-        TORCH_CHECK(decided.implementation == implementation, "infini: ",
-                    name, ": implementation ", implementation,
-                    " chosen at the launch, ", decided.implementation,
-                    " when the call was checked");
-        count_verified_hit("implementation chosen at the check");
-      }
+    AtenLaunch launch{refusal_of(call, &implementation)};
+    if (launch.refusal.refused()) {
+      return launch;
     }
+    launch.aten_backed = implementation == kAtenBackedIndex;
     if (implementation < 0) {
       by_overload_.at(name)->run(device, stream, call);
     } else {
       generic_.run(*generic_.find(name), device, stream, call, implementation);
     }
+    return launch;
   }
 
  private:
@@ -453,24 +419,6 @@ class InfiniKernels final : public OpKernels {
         has_implementation_index(bound->implementations,
                                  static_cast<int>(provider_.device_type()),
                                  kAtenBackedIndex);
-  }
-
-  // What aten_unsupported accepted, for the aten() call that follows it on
-  // this thread with the same call (the ops layer checks, then launches;
-  // the launch takes the call's argument vector, moved: the same buffer).
-  // Choosing twice cost a second set of checks per call (about 2,500
-  // instructions of a one-element mul's 46,000). Under
-  // TORCH_INFINI_VERIFY_CACHES=1 the launch chooses again and compares.
-  struct Decided {
-    const c10::FunctionSchema* schema = nullptr;
-    const c10::IValue* args = nullptr;
-    size_t nargs = 0;
-    int implementation = -1;
-    bool valid = false;
-  };
-  static Decided& last_decided() {
-    thread_local Decided decided;
-    return decided;
   }
 
   // Whether the ATen-backed implementation of the operator whose native
@@ -495,6 +443,29 @@ class InfiniKernels final : public OpKernels {
     }
     const Binding* bound = generic_.find(name);
     return bound != nullptr && generic_.has_kernel(*bound);
+  }
+
+  // Empty where a kernel runs `call` (the implementation chosen in
+  // *implementation, see decide); otherwise why not, saying that it is
+  // InfiniOps' limit (tests and users tell a missing kernel from an error
+  // by it) and how to run the call anyway.
+  AtenRefusal refusal_of(const AtenCall& call, int* implementation) const {
+    const std::string& name = overload_name(call);
+    bool cannot_take = false;
+    AtenRefusal refusal{decide(name, call, implementation, &cannot_take),
+                        /*no_kernel=*/false};
+    if (!refusal.refused()) {
+      return refusal;
+    }
+    refusal.no_kernel = !has_kernel(name) || cannot_take;
+    if (refusal.reason.find(kFallbackHint) != std::string::npos) {
+      return refusal;
+    }
+    if (refusal.reason.find("InfiniOps") == std::string::npos) {
+      refusal.reason = "not served by InfiniOps: " + refusal.reason;
+    }
+    refusal.reason += std::string("; ") + kFallbackHint;
+    return refusal;
   }
 
   // Who runs `call`: a hand-written entry that accepts it (its native
