@@ -232,6 +232,28 @@ def test_errors_cpu_raises_where_meta_functions_do_not_look_are_raised_at_captur
 
 
 @needs_graphs
+def test_a_call_cpu_refuses_where_meta_functions_do_not_look_is_refused_every_time():
+    """CPU's check of a call reading only empty tensors is made before the
+    call's layouts are cached: the same call again, in a second capture or
+    after it, raises CPU's error as the first did, and is never queued from
+    the cache."""
+    with pytest.raises(RuntimeError) as cpu:
+        torch.ones(4)[:0].max()
+    x = torch.ones(4, device=DEV)
+    for _ in range(2):
+        g = torch.infini.InfiniGraph()
+        with pytest.raises(RuntimeError) as captured:
+            with torch.infini.graph(g):
+                x[:0].max()
+        assert str(captured.value) == str(cpu.value)
+    for _ in range(2):
+        with pytest.raises(RuntimeError) as eager:
+            x[:0].max()
+        assert str(eager.value) == str(cpu.value)
+    torch.infini.synchronize()
+
+
+@needs_graphs
 def test_random_operator_raises_naming_it():
     error = capture_error(lambda x: x.uniform_())
     assert "cannot be captured" in str(error) and "random" in str(error)

@@ -79,10 +79,6 @@ class GenericCall {
   // the device's values or with filler (CPU's checks of everything but the
   // values, nothing read from the device).
   virtual Layouts cpu_layouts(CopiedValues values) = 0;
-  // Raises CPU's error where every tensor the call reads is empty (its
-  // checks then cost nothing, and some kernels check more than their meta
-  // function).
-  virtual void check_if_reading_only_empty() = 0;
 
   // --- Graph capture and synchronization, as CUDA has them ---
 

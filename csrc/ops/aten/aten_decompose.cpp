@@ -291,7 +291,7 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
   // decomposition may return other strides or dtypes. A call CPU refuses
   // raises CPU's error, not the decomposition's own (worded otherwise): the
   // meta run's, confirmed on CPU copies, and for a call reading only empty
-  // tensors the checks the meta function skips.
+  // tensors the checks the meta function skips (output_layouts).
   const auto args = torch::jit::last(*stack, schema.arguments().size());
   std::shared_ptr<const Layouts> layouts;
   try {
@@ -301,7 +301,6 @@ bool decompose(const Plan& plan, const c10::OperatorHandle& op,
       std::rethrow_exception(error);
     }
   }
-  raise_cpu_error_if_reading_only_empty(plan, op, args);
   const runtime::DispatchState state = runtime::DispatchState::current();
   std::string key = RefusedDecompositions::key(plan.name, args, state);
   const std::optional<RefusedDecompositions::Refusal> known =

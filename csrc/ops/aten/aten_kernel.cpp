@@ -530,7 +530,6 @@ void queue_call_laid_out_by_meta(const Plan& plan,
     }});
     return;
   }
-  raise_cpu_error_if_reading_only_empty(plan, op, args);
   check_full_aliasing(plan, op, args, how.kernels_see_aliases);
   queue_call(plan, op, target, *layouts, stack, how.overlaps_checked);
 }
@@ -556,9 +555,6 @@ class PlannedCall final : public runtime::GenericCall {
   void check_overlaps() override { ops::check_overlaps(plan, args); }
   Layouts cpu_layouts(runtime::CopiedValues values) override {
     return ops::cpu_layouts(plan, op, args, values);
-  }
-  void check_if_reading_only_empty() override {
-    raise_cpu_error_if_reading_only_empty(plan, op, args);
   }
 
   bool capturing() const override {

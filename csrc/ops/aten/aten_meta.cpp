@@ -11,6 +11,7 @@
 
 #include "core/InfiniFunctions.h"
 #include "runtime/layout_cache.h"
+#include "ops/aten/aten_cpu_checks.h"
 #include "ops/aten/aten_meta_fixes.h"
 
 namespace torch_infini::ops {
@@ -192,7 +193,9 @@ Layouts run_on_meta(const Plan& plan, const c10::OperatorHandle& op,
 
 // Output metadata of a call from its meta run or, when the same call ran
 // before on this thread, from the cache: Python's meta functions cost far
-// more than the launch.
+// more than the launch. A call reading only empty tensors is checked by
+// CPU's kernel on copies (which cost nothing) before its layouts are
+// cached: meta functions skip that check.
 std::shared_ptr<const Layouts> output_layouts(const Plan& plan,
                                               const c10::OperatorHandle& op,
                                               c10::ArrayRef<c10::IValue> args) {
@@ -203,6 +206,9 @@ std::shared_ptr<const Layouts> output_layouts(const Plan& plan,
     return cached;
   }
   auto layouts = std::make_shared<const Layouts>(run_on_meta(plan, op, args));
+  // Checked once per key, before it is cached: a hit has the same sizes,
+  // dtypes and state, so CPU would accept it as it accepted this call.
+  raise_cpu_error_if_reading_only_empty(plan, op, args);
   runtime::remember_layouts(std::move(key), layouts);
   return layouts;
 }

@@ -14,9 +14,10 @@
 
 namespace torch_infini::ops {
 
-// Raises the meta function's errors for a bad call; otherwise returns its
-// outputs' metadata (functional: each result; out=/in-place: each written
-// argument, after CPU's resizing).
+// Raises the meta function's errors for a bad call, and CPU's own for a
+// call reading only empty tensors (whose checks meta functions skip);
+// otherwise returns its outputs' metadata (functional: each result;
+// out=/in-place: each written argument, after CPU's resizing).
 std::shared_ptr<const Layouts> output_layouts(const Plan& plan,
                                               const c10::OperatorHandle& op,
                                               c10::ArrayRef<c10::IValue> args);

@@ -299,9 +299,9 @@ void queue_or_learn(GenericCall& call, SameArguments same) {
           }
         }
       })) {
-    // Learned from a meta run where it was first met in a capture: CPU's
-    // checks its meta function skips, where they cost nothing.
-    call.check_if_reading_only_empty();
+    // Learned from CPU's kernel, or from a meta run where it was first met
+    // in a capture (which asked CPU's checks its meta function skips before
+    // caching, see ops/aten/aten_meta.h): nothing left to check.
     call.queue(*layouts);
     return;
   }
