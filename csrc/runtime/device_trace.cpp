@@ -18,7 +18,6 @@ std::atomic<bool> g_tracing{false};
 
 namespace {
 
-thread_local const Label* tls_label = nullptr;
 // The correlation ids of the operators this thread is inside (innermost
 // last), while a Kineto session runs.
 // Each id is kept with the collection it belongs to: a collection that ends
@@ -72,20 +71,6 @@ void add(DeviceRecord record, uint64_t generation) {
 
 int64_t now_ns() {
   return c10::getTime();  // CLOCK_REALTIME, as PyTorch's profiler converts to
-}
-
-TaskLabel::TaskLabel(const char* name, WorkKind kind, int device,
-                     const void* stream, const char* overload)
-    : label_{name, overload, kind, device, stream}, previous_(tls_label) {
-  tls_label = &label_;
-}
-
-TaskLabel::~TaskLabel() {
-  tls_label = previous_;
-}
-
-const Label* current_label() {
-  return tls_label;
 }
 
 namespace {

@@ -60,6 +60,8 @@ struct DeviceRecord {
 
 namespace detail {
 extern std::atomic<bool> g_tracing;
+// The label of the work this thread is queuing (TaskLabel), or nullptr.
+inline thread_local const Label* tls_label = nullptr;
 }  // namespace detail
 
 // Whether device work is being traced. The only cost on the hot path.
@@ -68,12 +70,17 @@ inline bool tracing() {
 }
 
 // Names the work the current thread queues in this scope (a kernel, a copy).
-// Two thread-local stores; read only while tracing().
+// Two thread-local stores, written here (every queued call makes one);
+// read only while tracing().
 class TaskLabel {
  public:
   TaskLabel(const char* name, WorkKind kind, int device, const void* stream,
-            const char* overload = nullptr);
-  ~TaskLabel();
+            const char* overload = nullptr)
+      : label_{name, overload, kind, device, stream},
+        previous_(detail::tls_label) {
+    detail::tls_label = &label_;
+  }
+  ~TaskLabel() { detail::tls_label = previous_; }
   TaskLabel(const TaskLabel&) = delete;
   TaskLabel& operator=(const TaskLabel&) = delete;
 
@@ -83,7 +90,9 @@ class TaskLabel {
 };
 
 // The label of the work being queued on this thread, or nullptr.
-const Label* current_label();
+inline const Label* current_label() {
+  return detail::tls_label;
+}
 
 // Wraps `task` (labelled `label`, queued now by this thread) so that it
 // times itself where it runs and adds its record. Call only while tracing().

@@ -136,11 +136,13 @@ bool in_bad_fork() {
   return bad_fork.load(std::memory_order_relaxed);
 }
 
+// What a forked child that touches the runtime is told (torch.cuda's words).
+constexpr const char* kForkedChild =
+    "Cannot re-initialize infini in forked subprocess. To use infini with "
+    "multiprocessing, you must use the 'spawn' start method";
+
 Provider& provider() {
-  TORCH_CHECK(!in_bad_fork(),
-              "Cannot re-initialize infini in forked subprocess. To use "
-              "infini with multiprocessing, you must use the 'spawn' start "
-              "method");
+  TORCH_CHECK(!in_bad_fork(), kForkedChild);
   return *selection().provider;
 }
 
@@ -150,7 +152,9 @@ void OpKernels::serve(GenericCall& call) {
 
 OpKernels& kernels() {
   static OpKernels& table = provider().kernels();
-  provider();  // raises in a forked child, as every runtime entry does
+  // Raises in a forked child, as every runtime entry does (read here, not
+  // through provider(): every generic-kernel call asks).
+  TORCH_CHECK(!bad_fork.load(std::memory_order_relaxed), kForkedChild);
   return table;
 }
 

@@ -660,10 +660,17 @@ void aten_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
   const auto& schema = op.schema();
   const auto args = torch::jit::last(*stack, schema.arguments().size());
   const c10::Device device = call_device(plan, schema, args);
-  c10::DeviceGuard guard(device);
-  // The device is valid (the guard made it current); its current stream and
-  // the provider's kernels are resolved here, once: every step below takes
-  // them from `target`.
+  // The call's device is made current for the call (its allocations and
+  // stream are the current device's), where it is not already: most calls
+  // are on the current device, and a guard costs two trips through the
+  // device-guard interface. Either way the device is valid (the guard
+  // checks the one it sets), and its current stream and the provider's
+  // kernels are resolved here, once: every step below takes them from
+  // `target`.
+  c10::OptionalDeviceGuard guard;
+  if (device.index() != current_device()) {
+    guard.reset_device(device);
+  }
   const c10::Stream stream = current_stream_of_valid_device(device.index());
   auto& kernels = runtime::kernels();
   const CallTarget target{device, stream, native_stream(stream), kernels};

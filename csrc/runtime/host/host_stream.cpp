@@ -168,7 +168,9 @@ int worker_intra_op_threads() {
 }
 
 HostStream::HostStream(int device, int priority)
-    : device_(device), priority_(priority) {
+    : device_(device),
+      priority_(priority),
+      launch_blocking_(launch_blocking()) {
   // Read here, where a bad TORCH_INFINI_WORKER_THREADS raises to the caller.
   const int threads = worker_intra_op_threads();
   worker_ = std::thread([this, threads] {
@@ -220,7 +222,7 @@ uint64_t HostStream::enqueue(Task task, bool may_block) {
     }
   }
   const uint64_t ticket = push(std::move(task));
-  if (may_block && launch_blocking() && !on_worker_thread) {
+  if (may_block && launch_blocking_ && !on_worker_thread) {
     // TORCH_INFINI_LAUNCH_BLOCKING=1, as CUDA_LAUNCH_BLOCKING=1: the work is
     // done, and its error raised, before the call returns.
     wait_for(ticket);

@@ -114,6 +114,9 @@ class HostStream {
 
   const int device_;
   const int priority_;
+  // TORCH_INFINI_LAUNCH_BLOCKING=1 (read when the stream is made: asked on
+  // every enqueue).
+  const bool launch_blocking_;
   std::mutex mutex_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
