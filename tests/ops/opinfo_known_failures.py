@@ -56,8 +56,4 @@ STACK_KNOWN_FAILURES: dict[str, str] = {
 #: Differences from CPU that tests/ops/test_python_numbers.py finds on an
 #: Infini stack (InfiniOps 1f6f9c2 built WITH_TORCH=ON, InfiniRT a38977e),
 #: by the case it names. Not strict, as above; the host runtime has none.
-STACK_NUMBER_DIFFERENCES: dict[str, str] = {
-    "pow(torch.bool, True)": (
-        "PyTorch's meta function of pow.Tensor_Scalar promotes a bool tensor with a bool exponent to int64, "
-        "where CPU's kernel keeps bool; the stack lays every call out by the meta function (values are CPU's)"),
-}
+STACK_NUMBER_DIFFERENCES: dict[str, str] = {}

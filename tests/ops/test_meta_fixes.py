@@ -81,6 +81,12 @@ CASES = {
     "convolution_channels_last_weight_transposed": (
         lambda x, w: aten.convolution(x, w, None, [2, 2], [0, 0], [1, 1], True, [1, 1], 1),
         (torch.randn(2, 4, 5, 5), torch.randn(4, 3, 3, 3).contiguous(memory_format=torch.channels_last))),
+    # bool ** True is bool on CPU, int64 by the meta function; the numbers
+    # promote as CPU promotes them.
+    "pow_bool_by_true": (lambda x: torch.pow(x, True), (torch.tensor([True, False, True]),)),
+    "pow_bool_by_false": (lambda x: torch.pow(x, False), (torch.tensor([True, False, False, True]),)),
+    "pow_int_by_a_float": (lambda x: torch.pow(x, 0.5), (torch.arange(5, dtype=torch.int32),)),
+    "pow_half_by_an_int": (lambda x: torch.pow(x, 3), (torch.randn(6).half(),)),
 }
 
 

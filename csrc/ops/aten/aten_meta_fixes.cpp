@@ -1,5 +1,6 @@
 #include "ops/aten/aten_meta_fixes.h"
 
+#include <ATen/ops/result_type.h>
 #include <c10/core/MemoryFormat.h>
 
 #include <algorithm>
@@ -142,6 +143,22 @@ void convolution(const Call& c) {
   out->strides = c10::get_channels_last_strides_2d(out->sizes);
 }
 
+// A power of a tensor by a number has CPU's result dtype, the promotion of
+// the tensor and the number (bool ** True is bool); PyTorch's meta function
+// promotes a bool number as an integer (int64). The out= overload's output
+// is the caller's.
+void power_by_a_number(const Call& c) {
+  const at::Tensor* self = c.tensor("self");
+  const auto exponent = c.schema.argumentIndexWithName("exponent");
+  Layout* out = c.result(0);
+  if (c.schema.overload_name() != "Tensor_Scalar" || self == nullptr ||
+      out == nullptr || !exponent || *exponent >= c.args.size() ||
+      !c.args[*exponent].isScalar()) {
+    return;
+  }
+  out->dtype = at::result_type(*self, c.args[*exponent].toScalar());
+}
+
 using Rule = void (*)(const Call&);
 
 const std::unordered_map<std::string, Rule>& rules() {
@@ -158,6 +175,7 @@ const std::unordered_map<std::string, Rule>& rules() {
       {"aten::linalg_eig", &eig},
       {"aten::max_unpool2d", &unpool_2d},
       {"aten::convolution", &convolution},
+      {"aten::pow", &power_by_a_number},
   };
   return table;
 }
