@@ -57,6 +57,9 @@ struct Plan {
   bool checks_on_device = false;
   // CUDA's kernel makes the host wait too (ops/sync_debug.h reports it).
   bool synchronizes_on_cuda = false;
+  // Its queued kernels get contiguous copies of inputs that are not
+  // contiguous in their suggested format (ops/aten/aten_registry.h).
+  bool contiguous_inputs = false;
   // Elementwise results take their inputs' layout (the meta path's fix-up).
   bool elementwise = false;
   // Tagged pointwise, it or an overload of its operator (PyTorch tags

@@ -81,6 +81,22 @@ CASES = {
     "convolution_channels_last_weight_transposed": (
         lambda x, w: aten.convolution(x, w, None, [2, 2], [0, 0], [1, 1], True, [1, 1], 1),
         (torch.randn(2, 4, 5, 5), torch.randn(4, 3, 3, 3).contiguous(memory_format=torch.channels_last))),
+    # A batch norm's output in the input's suggested memory format (the meta
+    # function keeps the input's strides; CPU's out= kernel given a 3-D input
+    # and output with the channels innermost computes wrong values).
+    "batch_norm_train_channels_innermost_3d": (
+        lambda *a: aten.native_batch_norm(*a, True, 0.1, 1e-5),
+        (torch.randn(2, 21, 3).transpose(1, 2), *_norm_args(torch.float32, shape=(2, 3, 21))[1:])),
+    "batch_norm_eval_permuted_3d": (
+        lambda *a: aten.native_batch_norm(*a, False, 0.1, 1e-5),
+        (torch.randn(23, 2, 3).permute(1, 2, 0), *_norm_args(torch.float32, shape=(2, 3, 23))[1:])),
+    "batch_norm_train_channels_last_4d": (
+        lambda *a: aten.native_batch_norm(*a, True, 0.1, 1e-5),
+        (torch.randn(2, 3, 5, 5).contiguous(memory_format=torch.channels_last),
+         *_norm_args(torch.float32, shape=(2, 3, 25))[1:])),
+    "batch_norm_legit_no_stats_transposed": (
+        lambda x: aten._native_batch_norm_legit.no_stats(x, None, None, True, 0.0, 1e-5),
+        (torch.randn(1, 9, 4).transpose(1, 2),)),
     # bool ** True is bool on CPU, int64 by the meta function; the numbers
     # promote as CPU promotes them.
     "pow_bool_by_true": (lambda x: torch.pow(x, True), (torch.tensor([True, False, True]),)),

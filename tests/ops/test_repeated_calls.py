@@ -91,3 +91,27 @@ def test_a_kernel_that_flips_its_outputs_conjugate_bit_every_call_as_cpu(adjoint
             out = torch.empty(4, 3, dtype=torch.complex64, device=DEV)
             torch.linalg.lu_solve(*args, adjoint=adjoint, left=False, out=out)
             torch.testing.assert_close(out.cpu(), want, msg=lambda m: f"out= call {k}: {m}")
+
+
+@pytest.mark.parametrize("layout", ["transposed", "permuted", "contiguous"])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_of_an_input_with_its_channels_innermost_every_call_as_cpu(layout, training):
+    """BatchNorm1d after a transpose ([N, L, C] to [N, C, L]): CPU's out=
+    kernel, which a queued call and InfiniOps' ATen-backed operator run,
+    leaves the saved statistics unwritten for such an input and normalizes
+    by them (PyTorch 2.13; the functional kernel is right). The input is
+    given to it as a contiguous copy, so every call is CPU's."""
+    torch.manual_seed(0)
+    made = {"transposed": lambda: torch.randn(2, 21, 3).transpose(1, 2),
+            "permuted": lambda: torch.randn(21, 2, 3).permute(1, 2, 0),
+            "contiguous": lambda: torch.randn(2, 3, 21)}
+    x = made[layout]()
+    cpu, infini = torch.nn.BatchNorm1d(3), torch.nn.BatchNorm1d(3).to(DEV)
+    cpu.train(training)
+    infini.train(training)
+    on_device = torch.empty_strided(x.shape, x.stride(), device=DEV).copy_(x)
+    for _ in range(3):
+        expected, got = cpu(x), infini(on_device)
+        torch.testing.assert_close(got.cpu(), expected)
+        torch.testing.assert_close(infini.running_mean.cpu(), cpu.running_mean)
+        torch.testing.assert_close(infini.running_var.cpu(), cpu.running_var)

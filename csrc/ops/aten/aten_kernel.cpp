@@ -147,6 +147,7 @@ Plan make_plan(const c10::OperatorHandle& op) {
   plan.sync_reason = sync_reason_of(op);
   plan.checks_on_device = checks_values_on_device(op);
   plan.synchronizes_on_cuda = synchronizes_on_cuda(op);
+  plan.contiguous_inputs = needs_contiguous_inputs(op);
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     const auto list = schema.arguments()[i].type()->cast<c10::ListType>();
     if (list && list->getElementType()->cast<c10::OptionalType>() &&
@@ -339,6 +340,25 @@ c10::IValue snapshot_cpu_scalars(const c10::IValue& value) {
   return value;
 }
 
+// Inputs not contiguous in their suggested memory format replaced by
+// contiguous copies on the device (queued before the call, in stream
+// order), for an operator whose queued kernels read them wrongly
+// (Plan::contiguous_inputs).
+void contiguous_inputs(const Plan& plan, torch::jit::Stack& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].isTensor() ||
+        std::find(plan.written.begin(), plan.written.end(), i) !=
+            plan.written.end()) {
+      continue;
+    }
+    const at::Tensor& t = args[i].toTensor();
+    if (t.defined() && t.device().type() == kInfini &&
+        !t.is_contiguous(t.suggest_memory_format())) {
+      args[i] = t.contiguous(t.suggest_memory_format());
+    }
+  }
+}
+
 // The one exit (aten_kernel.h), with the call's plan.
 void serve_unserved(const Plan& plan, const c10::OperatorHandle& op,
                     torch::jit::Stack* stack, const Unserved& unserved) {
@@ -412,6 +432,9 @@ void queue_call(const Plan& plan, const c10::OperatorHandle& op,
   call.args.reserve(nargs + schema.returns().size());
   for (const auto& value : args) {
     call.args.push_back(snapshot_cpu_scalars(value));
+  }
+  if (plan.contiguous_inputs) {
+    contiguous_inputs(plan, call.args);
   }
   // Written arguments: resized as CPU would. (Small vectors here and below:
   // a call has a few outputs, and every queued call passes this way.)

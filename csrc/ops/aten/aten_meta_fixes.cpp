@@ -2,6 +2,7 @@
 
 #include <ATen/ops/result_type.h>
 #include <c10/core/MemoryFormat.h>
+#include <c10/util/strides.h>
 
 #include <algorithm>
 #include <string>
@@ -76,13 +77,46 @@ void statistics(const Call& c, bool saved) {
   }
 }
 
+// CPU's batch norms make their output in the input's suggested memory
+// format (contiguous, or channels-last for a 4-D or 5-D input in it); the
+// meta functions keep the input's strides. Besides the strides, it is the
+// values: CPU's native_batch_norm.out, given an input and an output both
+// strided with the channels innermost in 3-D ([N, C, L] transposed from
+// [N, L, C]), computes wrong statistics and output (PyTorch 2.13), and the
+// stack's and a capture's calls are that out= call. The out= overloads'
+// outputs are the caller's.
+void output_in_suggested_format(const Call& c) {
+  const at::Tensor* input = c.tensor("input");
+  Layout* out = c.result(0);
+  const std::string& overload = c.schema.overload_name();
+  if (input == nullptr || out == nullptr ||
+      (overload.size() >= 3 &&
+       overload.compare(overload.size() - 3, 3, "out") == 0)) {
+    return;
+  }
+  switch (input->suggest_memory_format()) {
+    case c10::MemoryFormat::ChannelsLast:
+      out->strides = c10::get_channels_last_strides_2d(out->sizes);
+      break;
+    case c10::MemoryFormat::ChannelsLast3d:
+      out->strides = c10::get_channels_last_strides_3d(out->sizes);
+      break;
+    default: {
+      const auto strides = c10::contiguous_strides(out->sizes);
+      out->strides.assign(strides.begin(), strides.end());
+    }
+  }
+}
+
 // CPU's batch norms save no statistics where they use the running ones.
 void batch_norm(const Call& c) {
   statistics(c, /*saved=*/c.flag("training", true));
+  output_in_suggested_format(c);
 }
 
 void batch_norm_without_training(const Call& c) {
   statistics(c, /*saved=*/false);
+  output_in_suggested_format(c);
 }
 
 void normalization(const Call& c) {

@@ -192,4 +192,18 @@ bool checks_values_on_device(const c10::OperatorHandle& op) {
   return value_checks_of(op.schema().name()) == ValueChecks::kOnDevice;
 }
 
+bool needs_contiguous_inputs(const c10::OperatorHandle& op) {
+  // CPU's batch norm out= kernel (batch_norm_cpu_out, behind every batch
+  // norm overload), given a training call's input with its channels
+  // innermost in 3-D ([N, C, L] transposed from [N, L, C], as BatchNorm1d
+  // after a transpose gets it), leaves the saved statistics unwritten and
+  // computes the output from them (PyTorch 2.13); the functional kernels,
+  // which a first call runs, are right.
+  static const std::set<std::string> table = {
+      "aten::native_batch_norm", "aten::_native_batch_norm_legit",
+      "aten::_native_batch_norm_legit_no_training",
+      "aten::_batch_norm_with_update", "aten::_batch_norm_no_update"};
+  return table.count(op.schema().name()) > 0;
+}
+
 }  // namespace torch_infini::ops

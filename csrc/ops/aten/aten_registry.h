@@ -50,4 +50,10 @@ bool synchronizes_on_cuda(const c10::OperatorHandle& op);
 // its errors are raised at the next synchronization, for every call.
 bool checks_values_on_device(const c10::OperatorHandle& op);
 
+// Whether `op`'s queued kernels (CPU's out= kernel, on the host runtime and
+// behind InfiniOps' ATen-backed operators) read an input that is not
+// contiguous in its suggested memory format wrongly, where its functional
+// overload reads it right: such inputs are given as contiguous copies.
+bool needs_contiguous_inputs(const c10::OperatorHandle& op);
+
 }  // namespace torch_infini::ops
