@@ -15,6 +15,7 @@
 
 #include "ops/aten/aten_decompose.h"
 #include "ops/aten/aten_kernel.h"
+#include "runtime/kernels.h"
 
 namespace py = pybind11;
 
@@ -245,6 +246,16 @@ void bind_decompositions(py::module& m) {
       "Forgets what was learned from the decompositions' Python code (it "
       "was replaced: torch_infini.decompositions' table): the recorded "
       "runs, the refusals they met, and which overloads have none.");
+  m.def(
+      "_provider_has_kernel",
+      [](const std::string& name, const std::string& overload) {
+        const auto op = c10::Dispatcher::singleton().findOp({name, overload});
+        return op.has_value() && runtime::kernels().has_kernel(*op);
+      },
+      "Whether the provider runs overload (name, overload) on a kernel of "
+      "its own, not as a decomposition: a decomposition choosing between "
+      "two ways of computing a result asks it (fixed once the provider "
+      "has started).");
   m.def("_decomposition_replayed_operators_of", &ops::replayed_operators_of,
         "The operators each replayable program of overload name calls, in "
         "order (tests, diagnostics).");

@@ -628,6 +628,62 @@ def test_var_mean_is_two_calls_and_raises_cpus_error_for_integers():
     assert str(infini.value) == str(cpu.value)
 
 
+def _layer_norm_args(shape, normalized, weight=True, bias=True, dtype=torch.float32, transposed=False):
+    torch.manual_seed(0)
+    x = torch.randn(*shape).to(dtype)
+    x = x.t() if transposed else x
+    w = torch.randn(*normalized).to(dtype) if weight else None
+    b = torch.randn(*normalized).to(dtype) if bias else None
+    return x, list(normalized), w, b
+
+
+# Ours runs as batch norm's statistics of the rows and one addcmul (float32
+# and float64, rows of two elements or more); the last two are PyTorch's.
+# (PyTorch's keeps a reduced-precision input's statistics in float32, CPU in
+# the input's dtype: the stack lays them out as CPU does, see
+# test_meta_fixes.py.)
+LAYER_NORM_CASES = {
+    "weight_and_bias": _layer_norm_args((2, 12, 32), (32,)),
+    "two_normalized_dims": _layer_norm_args((3, 4, 5), (4, 5)),
+    "weight_only": _layer_norm_args((6, 7), (7,), bias=False),
+    "bias_only": _layer_norm_args((6, 7), (7,), weight=False),
+    "neither": _layer_norm_args((2, 3, 9), (9,), weight=False, bias=False),
+    "float64": _layer_norm_args((5, 16), (16,), dtype=torch.float64),
+    "transposed_input": _layer_norm_args((8, 6), (8,), transposed=True),
+    "all_dims": _layer_norm_args((3, 4), (3, 4)),
+    "one_element_rows": _layer_norm_args((4, 1), (1,)),
+    "no_rows": _layer_norm_args((0, 5), (5,)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LAYER_NORM_CASES))
+def test_layer_norm_matches_cpu(case):
+    x, normalized, w, b = LAYER_NORM_CASES[case]
+    expected = aten.native_layer_norm(x, normalized, w, b, 1e-5)
+    got = _decompose(aten.native_layer_norm.default, *[_on_device(a) for a in (x, normalized, w, b)], 1e-5)
+    _skip_if_unserved(got)
+    for g, e in zip(got, expected, strict=True):
+        assert (g.shape, g.dtype) == (e.shape, e.dtype)
+        torch.testing.assert_close(g.cpu(), e)
+
+
+def test_layer_norm_is_batch_norms_statistics_and_one_addcmul_where_the_provider_has_batch_norm():
+    """Two calls where PyTorch's decomposition makes eight (a layer norm in
+    every transformer block), where the provider has a batch norm kernel."""
+    x, normalized, w, b = LAYER_NORM_CASES["weight_and_bias"]
+    for _ in range(2):  # the kernel's path: recorded, then replayed
+        got = torch.nn.functional.layer_norm(x.to(DEV), normalized, w.to(DEV), b.to(DEV))
+    torch.testing.assert_close(got.cpu(), torch.nn.functional.layer_norm(x, normalized, w, b))
+    if on_host():
+        return  # CPU's own kernel: nothing decomposed
+    programs = _C._decomposition_replayed_operators_of("aten::native_layer_norm")
+    calls = [call for program in programs for call in program]
+    if _C._provider_has_kernel("aten::_native_batch_norm_legit", "no_stats"):
+        assert "aten::_native_batch_norm_legit.no_stats" in calls and "aten::addcmul" in calls, programs
+    else:
+        assert "aten::_native_batch_norm_legit.no_stats" not in calls, programs
+
+
 def test_masked_scatter_raises_cpus_error_for_too_small_a_source():
     with pytest.raises(RuntimeError) as cpu:
         torch.zeros(5).masked_scatter(torch.ones(5, dtype=torch.bool), torch.ones(3))

@@ -239,7 +239,7 @@ def _with_out(fn: Callable[..., Any]) -> Callable[..., Any]:
 # Ours: where PyTorch has no decomposition of an overload InfiniOps lacks,
 # where PyTorch's comes back to the overload itself (through a primitive
 # implemented by it), where it does not compute what CPU's kernel does, or
-# where it makes several times the calls it needs (var_mean).
+# where it makes several times the calls it needs (var_mean, native_layer_norm).
 _OWN: dict[str, Callable[..., Any]] = {
     "aten::arange.start_out": _arange_out,
     "aten::flip": _flip,
@@ -292,6 +292,7 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::div.Tensor": arithmetic.div,
     "aten::div.out": _with_out(arithmetic.div),
     "aten::var_mean.correction": arithmetic.var_mean,
+    "aten::native_layer_norm": nn.native_layer_norm,
     "aten::hash_tensor": arithmetic.hash_tensor,
     "aten::hash_tensor.out": _with_out(arithmetic.hash_tensor),
     "aten::_cdist_forward": distances.cdist_forward,

@@ -1,6 +1,7 @@
-"""Convolutions and pooling gradients for the Infini stack.
+"""Convolutions, pooling gradients and layer norm for the Infini stack.
 
-Convolutions as ``im2col``, matrix products and ``col2im``.
+Convolutions as ``im2col``, matrix products and ``col2im``; layer norm as
+batch norm's statistics of its rows, where the provider serves batch norm.
 
 ATen's ``convolution`` and ``convolution_backward`` have no InfiniOps
 operator and no decomposition in PyTorch; InfiniOps' ATen-backed ``im2col``,
@@ -16,6 +17,8 @@ from the meta function; results are laid out as it lays them out
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Sequence
 
 import torch
@@ -260,3 +263,46 @@ def adaptive_avg_pool3d_backward(grad_output: torch.Tensor, x: torch.Tensor) -> 
     """``_adaptive_avg_pool3d_backward``, as InfiniOps'
     ``adaptive_avg_pool3d_backward.grad_input`` (one ATen kernel, as above)."""
     return torch.ops.aten.adaptive_avg_pool3d_backward.grad_input(grad_output, x, grad_input=x.new_empty(0))
+
+
+@functools.lru_cache(maxsize=None)
+def _provider_has_kernel(name: str, overload: str) -> bool:
+    """Whether the provider runs the overload on a kernel of its own, not as
+    a decomposition (fixed once the provider has started: nothing can make
+    this answer stale)."""
+    from torch_infini import _C
+
+    return _C._provider_has_kernel(name, overload)
+
+
+def native_layer_norm(x: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None,
+                      bias: torch.Tensor | None, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``native_layer_norm`` as batch norm's training statistics of its rows
+    (``x`` viewed as one sample of ``rows`` channels of the row's length:
+    the mean, and the inverse square root of the biased variance plus
+    ``eps``, as layer norm's) and one ``addcmul`` for the weight and bias:
+    two calls where PyTorch's decomposition makes eight (a layer norm in
+    every transformer block). Where the provider has no batch norm of its
+    own, and for the dtypes whose statistics CPU keeps in another dtype
+    than the input's (reduced precision), or rows of fewer than two
+    elements, PyTorch's decomposition."""
+    axis = x.dim() - len(normalized_shape)
+    rows, length = math.prod(x.shape[:axis]), math.prod(normalized_shape)
+    params = [p for p in (weight, bias) if p is not None]
+    if (x.dtype not in (torch.float32, torch.float64) or rows == 0 or length < 2
+            or any(p.dtype != x.dtype for p in params)
+            or not _provider_has_kernel("aten::_native_batch_norm_legit", "no_stats")):
+        from torch._decomp import decomposition_table
+
+        return decomposition_table[torch.ops.aten.native_layer_norm.default](x, normalized_shape, weight, bias, eps)
+    normalized, mean, rstd = torch.ops.aten._native_batch_norm_legit.no_stats(
+        x.reshape(1, rows, length), None, None, True, 0.0, eps)
+    out = normalized.view(x.shape)
+    if weight is not None and bias is not None:
+        out = torch.addcmul(bias, out, weight)
+    elif weight is not None:
+        out = out * weight
+    elif bias is not None:
+        out = out + bias
+    stats = list(x.shape[:axis]) + [1] * len(normalized_shape)
+    return out, mean.view(stats), rstd.view(stats)
