@@ -115,3 +115,18 @@ def test_batch_norm_of_an_input_with_its_channels_innermost_every_call_as_cpu(la
         torch.testing.assert_close(got.cpu(), expected)
         torch.testing.assert_close(infini.running_mean.cpu(), cpu.running_mean)
         torch.testing.assert_close(infini.running_var.cpu(), cpu.running_var)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_a_reducing_loss_of_one_element_then_of_five_is_cpus(reduction):
+    """binary_cross_entropy.out computes its elementwise loss into its output
+    before reducing it: a one-element call's loss fits the 0-dim output, a
+    five-element call's does not. The Infini stack's ATen-backed kernel
+    cannot resize an output, so it must know which calls resize: keyed by
+    ranks alone, the first call's answer was taken for the second, which
+    raised "Trying to resize storage that is not resizable"."""
+    for n in (1, 5, 1, 5):
+        x, y = _bce_inputs((n,), seed=n)
+        expected = F.binary_cross_entropy(x, y, reduction=reduction)
+        got = F.binary_cross_entropy(x.to(DEV), y.to(DEV), reduction=reduction)
+        torch.testing.assert_close(got.cpu(), expected)

@@ -392,6 +392,10 @@ bool takes_uint8_for_bool(const AtenCall& call) {
 // try that fails otherwise (values zeros cannot take) says nothing and is
 // taken as no. Every ATen-backed call asks: the key is a few words on the
 // stack and the cache is the thread's own, so no lock and no allocation.
+// The key holds each tensor's sizes and its storage's size, not only its
+// rank: whether the kernel's scratch fits the output depends on them
+// (binary_cross_entropy.out of one element fits its 0-dim output, of five
+// it does not; keyed by ranks, the first answer was taken for the second).
 bool resizes_outputs_in_passing(const AtenCall& call) {
   if (!call.results_into.empty()) {
     return false;
@@ -402,7 +406,16 @@ bool resizes_outputs_in_passing(const AtenCall& call) {
   for (size_t i = 0; i < call.args.size(); ++i) {
     const c10::IValue& v = call.args[i];
     if (v.isTensor()) {
-      key.words.push_back(v.toTensor().defined() ? v.toTensor().dim() : -1);
+      const at::Tensor& t = v.toTensor();
+      key.words.push_back(t.defined() ? t.dim() : -1);
+      if (t.defined()) {
+        for (const int64_t size : t.sizes()) {
+          key.words.push_back(size);
+        }
+        key.words.push_back(t.has_storage()
+                                ? static_cast<intptr_t>(t.storage().nbytes())
+                                : -1);
+      }
     } else if (v.isInt() || v.isBool() || v.isString() || v.isNone()) {
       const c10::Type* type = i < schema.size() ? schema[i].type().get() : nullptr;
       if (type != nullptr && type->kind() == c10::TypeKind::OptionalType) {
