@@ -259,7 +259,9 @@ def hash_tensor(x: torch.Tensor, dim: list[int] = (), *, keepdim: bool = False, 
     if mode != 0:
         raise NotImplementedError(f"aten::hash_tensor: mode {mode} is not ATen's mode 0 (XOR)")
     bits = x.to(torch.float64).view(torch.int64) if x.dtype.is_floating_point else x.to(torch.int64)
-    dims = sorted({d % max(x.dim(), 1) for d in dim}) if dim else list(range(x.dim()))
+    # A 0-dim tensor's dimension 0 (or -1) is the tensor itself: nothing to
+    # permute or keep.
+    dims = sorted({d % x.dim() for d in dim}) if dim and x.dim() > 0 else list(range(x.dim()))
     kept = [d for d in range(x.dim()) if d not in dims]
     flat = bits.permute([*kept, *dims]).reshape(*[x.shape[d] for d in kept], -1)
     while flat.shape[-1] > 1:
