@@ -79,11 +79,10 @@ void statistics(const Call& c, bool saved) {
 
 // CPU's batch norms make their output in the input's suggested memory
 // format (contiguous, or channels-last for a 4-D or 5-D input in it); the
-// meta functions keep the input's strides. Besides the strides, it is the
-// values: CPU's native_batch_norm.out, given an input and an output both
-// strided with the channels innermost in 3-D ([N, C, L] transposed from
-// [N, L, C]), computes wrong statistics and output (PyTorch 2.13), and the
-// stack's and a capture's calls are that out= call. The out= overloads'
+// meta functions keep the input's strides (a 3-D input with its channels
+// innermost, [N, C, L] transposed from [N, L, C], got an output strided
+// alike, which CPU's out= kernel also computes wrongly: see
+// needs_contiguous_inputs in aten_registry.cpp). The out= overloads'
 // outputs are the caller's.
 void output_in_suggested_format(const Call& c) {
   const at::Tensor* input = c.tensor("input");
