@@ -168,9 +168,7 @@ int worker_intra_op_threads() {
 }
 
 HostStream::HostStream(int device, int priority)
-    : device_(device),
-      priority_(priority),
-      launch_blocking_(launch_blocking()) {
+    : device_(device), priority_(priority), launch_blocking_(launch_blocking()) {
   // Read here, where a bad TORCH_INFINI_WORKER_THREADS raises to the caller.
   const int threads = worker_intra_op_threads();
   worker_ = std::thread([this, threads] {
