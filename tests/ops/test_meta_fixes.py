@@ -82,8 +82,8 @@ CASES = {
         lambda x, w: aten.convolution(x, w, None, [2, 2], [0, 0], [1, 1], True, [1, 1], 1),
         (torch.randn(2, 4, 5, 5), torch.randn(4, 3, 3, 3).contiguous(memory_format=torch.channels_last))),
     # A batch norm's output in the input's suggested memory format (the meta
-    # function keeps the input's strides; CPU's out= kernel given a 3-D input
-    # and output with the channels innermost computes wrong values).
+    # function keeps the input's strides; and CPU's out= kernel computes a
+    # 3-D input with the channels innermost wrongly: test_repeated_calls.py).
     "batch_norm_train_channels_innermost_3d": (
         lambda *a: aten.native_batch_norm(*a, True, 0.1, 1e-5),
         (torch.randn(2, 21, 3).transpose(1, 2), *_norm_args(torch.float32, shape=(2, 3, 21))[1:])),
