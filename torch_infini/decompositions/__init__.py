@@ -275,8 +275,6 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::put.out": _with_out(indexing.put),
     "aten::pow.Scalar": arithmetic.pow_of_a_number,
     "aten::pow.Scalar_out": _with_out(arithmetic.pow_of_a_number),
-    "aten::pow.Tensor_Tensor": arithmetic.pow_of_tensors,
-    "aten::pow.Tensor_Tensor_out": _with_out(arithmetic.pow_of_tensors),
     "aten::masked_scatter": indexing.masked_scatter,
     "aten::masked_scatter.out": _with_out(indexing.masked_scatter),
     "aten::equal": indexing.equal,

@@ -4,9 +4,10 @@
 themselves), a number's powers, ``bitwise_not`` of bools, ``signbit`` and
 ``isposinf``/``isneginf`` (bool results ATen writes as bool only),
 ``polygamma``, ``median()`` of all elements, ``hash_tensor`` and
-``var_mean`` (two calls where PyTorch's makes seven), and CPU's refusal of
-a bool ``pow``. The registry is
-``torch_infini/decompositions/__init__.py``.
+``var_mean`` (two calls where PyTorch's makes seven). The registry is
+``torch_infini/decompositions/__init__.py``. Dtypes CPU's kernel refuses
+(a bool ``pow``) are refused before any decomposition runs, with CPU's
+error (``cpu_dtype_refusal`` in ``csrc/ops/aten/aten_cpu_checks.h``).
 """
 
 from __future__ import annotations
@@ -28,21 +29,8 @@ def pow_of_a_number(base: Any, exponent: torch.Tensor) -> torch.Tensor:
     """``pow.Scalar`` (a number to a tensor's powers), which InfiniOps lacks:
     ATen computes it as ``pow.Tensor_Tensor`` of the number as a 0-dim
     tensor of the result's dtype (its wrapped number, cast as the kernel
-    casts it). CPU has no bool kernel for it."""
-    dtype = torch.result_type(base, exponent)
-    if dtype == torch.bool:
-        raise NotImplementedError("\"pow\" not implemented for 'Bool'")
-    return torch.pow(_number_as(base, dtype), exponent)
-
-
-def pow_of_tensors(x: torch.Tensor, exponent: torch.Tensor) -> torch.Tensor:
-    """``pow.Tensor_Tensor``: PyTorch's decomposition, which computes bool
-    operands promoted; CPU has no bool kernel for it and raises."""
-    if torch.result_type(x, exponent) == torch.bool:
-        raise NotImplementedError("\"pow\" not implemented for 'Bool'")
-    from torch._decomp import decomposition_table
-
-    return decomposition_table[torch.ops.aten.pow.Tensor_Tensor](x, exponent)
+    casts it)."""
+    return torch.pow(_number_as(base, torch.result_type(base, exponent)), exponent)
 
 
 def add(x: torch.Tensor | float, other: torch.Tensor | float, *, alpha: Any = 1) -> Any:
