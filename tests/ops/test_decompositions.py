@@ -114,13 +114,16 @@ def test_decomposition_on_the_device_matches_cpu(case):
         torch.testing.assert_close(g.cpu(), e)
 
 
-@pytest.mark.parametrize("overload,args", [(aten.flip.out, (X, [0, -1])), (aten.roll.out, (X, [3], [2]))],
-                         ids=["flip", "roll"])
+@pytest.mark.parametrize("overload,args", [(aten.flip.out, (X, [0, -1])), (aten.roll.out, (X, [3], [2])),
+                                           (aten.all.out, (X > 0, 1)), (aten.any.dims_out, (X > 0, [0, 2]))],
+                         ids=["flip", "roll", "all", "any"])
 def test_own_out_overloads_write_out(overload, args):
-    """flip and roll are ours (PyTorch's end in prims.rev, which is flip):
-    their out= overloads resize and write ``out``, as CPU's do."""
-    expected = overload(*args, out=torch.empty(0))
-    out = torch.empty(0, device=DEV)
+    """flip and roll are ours (PyTorch's end in prims.rev, which is flip),
+    as are all and any: their out= overloads resize and write ``out``, as
+    CPU's do."""
+    like = args[0].new_empty(0)
+    expected = overload(*args, out=like)
+    out = like.to(DEV)
     got = _decompose(overload, *[_on_device(a) for a in args], out=out)
     _skip_if_unserved(got)
     assert got.data_ptr() == out.data_ptr() and out.shape == expected.shape
@@ -684,6 +687,87 @@ def test_layer_norm_is_batch_norms_statistics_and_one_addcmul_where_the_provider
         assert "aten::_native_batch_norm_legit.no_stats" not in calls, programs
 
 
+@pytest.mark.parametrize("mask", [(True, True, True), (True, False, False), (False, True, True)],
+                         ids=["all_grads", "input_only", "params_only"])
+@pytest.mark.parametrize("case", sorted(LAYER_NORM_CASES))
+def test_layer_norm_backward_matches_cpu(case, mask):
+    """Ours (float32 and float64: the row means as sums scaled in the next
+    call) and PyTorch's (no rows, reduced precision) against CPU's kernel."""
+    x, normalized, w, b = LAYER_NORM_CASES[case]
+    mask = [mask[0], mask[1] and w is not None, mask[2] and b is not None]  # as autograd asks
+    _, mean, rstd = aten.native_layer_norm(x, normalized, w, b, 1e-5)
+    grad = torch.randn(x.shape, dtype=x.dtype, generator=torch.Generator().manual_seed(1))
+    expected = aten.native_layer_norm_backward(grad, x, normalized, mean, rstd, w, b, mask)
+    got = _decompose(aten.native_layer_norm_backward.default,
+                     *[_on_device(a) for a in (grad, x, normalized, mean, rstd, w, b)], mask)
+    _skip_if_unserved(got)
+    for g, e in zip(got, expected, strict=True):
+        if e is None:
+            assert g is None
+            continue
+        assert (g.shape, g.dtype) == (e.shape, e.dtype)
+        torch.testing.assert_close(g.cpu(), e)
+
+
+def _replayed_programs(name: str) -> list[list[str]]:
+    """The operators each replayed program of ``name`` calls, views left out."""
+    views = {"aten::reshape", "aten::view", "aten::detach", "aten::unsqueeze"}
+    return [[call for call in program if call not in views]
+            for program in _C._decomposition_replayed_operators_of(name)]
+
+
+def test_layer_norm_backward_is_twelve_calls_where_the_provider_serves_them():
+    """Fifteen calls in PyTorch's decomposition (two layer norms in every
+    transformer block's backward)."""
+    x, normalized, w, b = LAYER_NORM_CASES["weight_and_bias"]
+    x, w, b = (t.to(DEV).requires_grad_() for t in (x, w, b))
+    for _ in range(2):  # the kernel's path: recorded, then replayed
+        torch.nn.functional.layer_norm(x, normalized, w, b).sum().backward()
+    expected = [t.detach().requires_grad_() for t in (x.cpu(), w.cpu(), b.cpu())]
+    torch.nn.functional.layer_norm(expected[0], normalized, *expected[1:]).sum().backward()
+    for g, e in zip((x, w, b), expected, strict=True):
+        torch.testing.assert_close(g.grad.cpu(), 2 * e.grad)
+    if on_host():
+        return  # CPU's own kernel: nothing decomposed
+    programs = _replayed_programs("aten::native_layer_norm_backward")
+    if decompositions.provider.serves("aten::sub.out", "aten::mul.out", "aten::addcmul.out", "aten::sum.IntList_out"):
+        # Other tests in this process may have recorded other programs of it.
+        assert [12, True] in [[len(p), "aten::addcmul" in p] for p in programs], programs
+
+
+_REDUCTIONS = [((), {}), ((1,), {}), ((-1, True), {}), (((0, 2),), {}), (((0, 2), True), {}), (([],), {}),
+               ((None,), {"keepdim": True})]
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.float32, torch.int64, torch.uint8], ids=str)
+@pytest.mark.parametrize("name", ["all", "any"])
+def test_all_and_any_match_cpu_bit_for_bit(name, dtype):
+    """One amin/amax of the bools (uint8, which CPU answers in uint8, no
+    elements and dim=[] as PyTorch's reference): values, dtype, shape."""
+    x = (torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(0)) > 0.2).to(dtype)
+    x[1, 2] = 0  # a row with no true element, for all; and one with some
+    empty = torch.zeros(0, 3, dtype=dtype)
+    for t, (args, kwargs) in [(x, form) for form in _REDUCTIONS] + [(empty, ((0,), {})), (empty, ((1,), {}))]:
+        expected = getattr(torch, name)(t, *args, **kwargs)
+        got = getattr(torch, name)(t.to(DEV), *args, **kwargs)
+        assert (got.dtype, got.shape) == (expected.dtype, expected.shape), (args, kwargs)
+        assert torch.equal(got.cpu(), expected), (args, kwargs)
+    if not on_host() and dtype == torch.bool and decompositions.provider.serves("aten::amin.out", "aten::amax.out"):
+        assert ["aten::amin" if name == "all" else "aten::amax"] in _replayed_programs(f"aten::{name}.dim")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64], ids=str)
+def test_dropout_backward_is_cpus_bit_for_bit(dtype):
+    """``grad * mask * scale`` as CPU's kernel rounds it (PyTorch's
+    decomposition rounds ``grad * (mask * scale)``)."""
+    gen = torch.Generator().manual_seed(0)
+    grad, mask = torch.randn(6, 7, generator=gen).to(dtype), torch.rand(6, 7, generator=gen) > 0.3
+    expected = aten.native_dropout_backward(grad, mask, 1 / 0.7)
+    got = _decompose(aten.native_dropout_backward.default, grad.to(DEV), mask.to(DEV), 1 / 0.7)
+    _skip_if_unserved(got)
+    assert got.dtype == expected.dtype and torch.equal(got.cpu(), expected)
+
+
 def test_masked_scatter_raises_cpus_error_for_too_small_a_source():
     with pytest.raises(RuntimeError) as cpu:
         torch.zeros(5).masked_scatter(torch.ones(5, dtype=torch.bool), torch.ones(3))
@@ -752,11 +836,12 @@ def test_put_raises_cpus_error_for_an_index_out_of_range():
     assert str(infini.value) == str(cpu.value)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bfloat16", "float32"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64], ids=["bfloat16", "float32", "float64"])
 @pytest.mark.parametrize("padding_idx", [-1, 2], ids=["no_padding", "padding"])
 def test_embedding_backward_adds_in_order_in_its_dtype_as_cpu(padding_idx, dtype):
     """CPU adds each index's gradient row in the gradient's dtype, in order
-    (PyTorch's decomposition adds bfloat16 in float32): bit-equal."""
+    (PyTorch's decomposition adds bfloat16 in float32): bit-equal. float32
+    and float64 as whole rows (one index_add along the rows)."""
     torch.manual_seed(0)
     grad, indices = (torch.randn(5, 10, 3) * 10).to(dtype), torch.randint(0, 4, (5, 10))
     expected = aten.embedding_dense_backward.default(grad, indices, 6, padding_idx, False)

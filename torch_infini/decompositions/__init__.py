@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from . import arithmetic, distances, indexing, linalg, nn, recording, sampling, segments
+from . import arithmetic, distances, indexing, linalg, nn, provider, recording, sampling, segments
 
 _lock = threading.Lock()
 _table: dict[str, Callable[..., Any]] | None = None
@@ -239,7 +239,8 @@ def _with_out(fn: Callable[..., Any]) -> Callable[..., Any]:
 # Ours: where PyTorch has no decomposition of an overload InfiniOps lacks,
 # where PyTorch's comes back to the overload itself (through a primitive
 # implemented by it), where it does not compute what CPU's kernel does, or
-# where it makes several times the calls it needs (var_mean, native_layer_norm).
+# where it makes several times the calls it needs (var_mean, native_layer_norm and
+# its backward, all/any, native_dropout_backward).
 _OWN: dict[str, Callable[..., Any]] = {
     "aten::arange.start_out": _arange_out,
     "aten::flip": _flip,
@@ -291,6 +292,21 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::div.out": _with_out(arithmetic.div),
     "aten::var_mean.correction": arithmetic.var_mean,
     "aten::native_layer_norm": nn.native_layer_norm,
+    "aten::native_layer_norm_backward": nn.native_layer_norm_backward,
+    "aten::native_dropout_backward": nn.native_dropout_backward,
+    "aten::native_dropout_backward.out": _with_out(nn.native_dropout_backward),
+    "aten::all": arithmetic.every_or_any(True),
+    "aten::all.dim": arithmetic.every_or_any(True),
+    "aten::all.dims": arithmetic.every_or_any(True),
+    "aten::all.out": _with_out(arithmetic.every_or_any(True)),
+    "aten::all.dims_out": _with_out(arithmetic.every_or_any(True)),
+    "aten::all.all_out": _with_out(arithmetic.every_or_any(True)),
+    "aten::any": arithmetic.every_or_any(False),
+    "aten::any.dim": arithmetic.every_or_any(False),
+    "aten::any.dims": arithmetic.every_or_any(False),
+    "aten::any.out": _with_out(arithmetic.every_or_any(False)),
+    "aten::any.dims_out": _with_out(arithmetic.every_or_any(False)),
+    "aten::any.all_out": _with_out(arithmetic.every_or_any(False)),
     "aten::hash_tensor": arithmetic.hash_tensor,
     "aten::hash_tensor.out": _with_out(arithmetic.hash_tensor),
     "aten::_cdist_forward": distances.cdist_forward,

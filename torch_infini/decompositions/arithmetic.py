@@ -3,8 +3,9 @@
 ``sub``, ``rsub`` and ``div`` (PyTorch's end in primitives implemented by
 themselves), a number's powers, ``bitwise_not`` of bools, ``signbit`` and
 ``isposinf``/``isneginf`` (bool results ATen writes as bool only),
-``polygamma``, ``median()`` of all elements, ``hash_tensor`` and
-``var_mean`` (two calls where PyTorch's makes seven). The registry is
+``polygamma``, ``median()`` of all elements, ``hash_tensor``,
+``var_mean`` (two calls where PyTorch's makes seven) and ``all``/``any``
+(one ``amin``/``amax`` of bools where PyTorch's makes three calls). The registry is
 ``torch_infini/decompositions/__init__.py``. Dtypes CPU's kernel refuses
 (a bool ``pow``) are refused before any decomposition runs, with CPU's
 error (``cpu_dtype_refusal`` in ``csrc/ops/aten/aten_cpu_checks.h``).
@@ -16,6 +17,8 @@ import math
 from typing import Any, Callable
 
 import torch
+
+from . import provider
 
 
 def _number_as(value: Any, dtype: torch.dtype) -> torch.Tensor:
@@ -263,3 +266,29 @@ def hash_tensor(x: torch.Tensor, dim: list[int] = (), *, keepdim: bool = False, 
         for d in dims:
             result = result.unsqueeze(d)
     return result.view(torch.uint64)
+
+
+def every_or_any(every: bool) -> Callable[..., torch.Tensor]:
+    """``all`` (``every``) or ``any``, each overload: the minimum or maximum of
+    the elements as bools (``x != 0``; a bool tensor as it is), one
+    ``amin``/``amax`` call where PyTorch's reference makes three (a
+    ``logical_not`` each side of ``any``, itself decomposed). ``softmax``
+    on a PrivateUse1 device is ``_safe_softmax``, which calls ``all`` on
+    every attention's scores. PyTorch's reference where CPU's result is
+    not bool (uint8 in, uint8 out), where there are no elements (``amin``
+    refuses to reduce none), for ``dim=[]`` (``all`` reduces nothing,
+    ``amin`` everything), and where the provider lacks the kernels."""
+    name = "all" if every else "any"
+
+    def run(x: torch.Tensor, dim: Any = None, keepdim: bool = False) -> torch.Tensor:
+        if (x.dtype == torch.uint8 or x.numel() == 0 or (isinstance(dim, (list, tuple)) and not dim)
+                or not provider.serves("aten::amin.out" if every else "aten::amax.out")
+                or (x.dtype != torch.bool and not provider.serves("aten::ne.Scalar_out"))):
+            import torch._refs as refs
+
+            return getattr(refs, name)(x, dim, keepdim)
+        bools = x if x.dtype == torch.bool else x != 0
+        reduce = torch.amin if every else torch.amax
+        return reduce(bools, () if dim is None else dim, keepdim)
+
+    return run

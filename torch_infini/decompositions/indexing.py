@@ -137,14 +137,17 @@ def embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, n
     if padding_idx >= 0:
         rows = rows.masked_fill((flat == padding_idx).unsqueeze(1), 0)
     weight = torch.zeros((num_weights, rows.shape[1]), dtype=grad_output.dtype, device=grad_output.device)
+    shape = (num_weights,) + grad_output.shape[indices.dim():]
+    if grad_output.dtype in (torch.float32, torch.float64):
+        # Whole rows added in order, as CPU's kernel adds them: the same sums.
+        return torch.index_add(weight, 0, flat, rows).view(shape)
     # Each element's position in the flat weight, added into it in order by
     # index_add along one dimension (CPU's rounding in bfloat16, where
     # index_add over rows accumulates otherwise); index_put would find the
     # positions through an arange over every weight element.
     width = rows.shape[1]
     positions = (flat.long().unsqueeze(1) * width + torch.arange(width, device=flat.device)).reshape(-1)
-    return torch.index_add(weight.reshape(-1), 0, positions, rows.reshape(-1)).view(
-        (num_weights,) + grad_output.shape[indices.dim():])
+    return torch.index_add(weight.reshape(-1), 0, positions, rows.reshape(-1)).view(shape)
 
 
 def put(x: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulate: bool = False) -> torch.Tensor:

@@ -1,7 +1,8 @@
-"""Convolutions, pooling gradients and layer norm for the Infini stack.
+"""Convolutions, pooling gradients, layer norm and dropout's gradient for the Infini stack.
 
 Convolutions as ``im2col``, matrix products and ``col2im``; layer norm as
-batch norm's statistics of its rows, where the provider serves batch norm.
+batch norm's statistics of its rows, where the provider serves batch norm,
+and its gradient in twelve calls; dropout's gradient as CPU computes it.
 
 ATen's ``convolution`` and ``convolution_backward`` have no InfiniOps
 operator and no decomposition in PyTorch; InfiniOps' ATen-backed ``im2col``,
@@ -17,11 +18,12 @@ from the meta function; results are laid out as it lays them out
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Sequence
 
 import torch
+
+from . import provider
 
 _REDUCED = (torch.bfloat16, torch.float16)
 
@@ -265,16 +267,6 @@ def adaptive_avg_pool3d_backward(grad_output: torch.Tensor, x: torch.Tensor) -> 
     return torch.ops.aten.adaptive_avg_pool3d_backward.grad_input(grad_output, x, grad_input=x.new_empty(0))
 
 
-@functools.lru_cache(maxsize=None)
-def _provider_has_kernel(name: str, overload: str) -> bool:
-    """Whether the provider runs the overload on a kernel of its own, not as
-    a decomposition (fixed once the provider has started: nothing can make
-    this answer stale)."""
-    from torch_infini import _C
-
-    return _C._provider_has_kernel(name, overload)
-
-
 def native_layer_norm(x: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None,
                       bias: torch.Tensor | None, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``native_layer_norm`` as batch norm's training statistics of its rows
@@ -291,7 +283,7 @@ def native_layer_norm(x: torch.Tensor, normalized_shape: Sequence[int], weight: 
     params = [p for p in (weight, bias) if p is not None]
     if (x.dtype not in (torch.float32, torch.float64) or rows == 0 or length < 2
             or any(p.dtype != x.dtype for p in params)
-            or not _provider_has_kernel("aten::_native_batch_norm_legit", "no_stats")):
+            or not provider.serves("aten::_native_batch_norm_legit.no_stats")):
         from torch._decomp import decomposition_table
 
         return decomposition_table[torch.ops.aten.native_layer_norm.default](x, normalized_shape, weight, bias, eps)
@@ -306,3 +298,54 @@ def native_layer_norm(x: torch.Tensor, normalized_shape: Sequence[int], weight: 
         out = out + bias
     stats = list(x.shape[:axis]) + [1] * len(normalized_shape)
     return out, mean.view(stats), rstd.view(stats)
+
+
+def native_layer_norm_backward(grad_out: torch.Tensor, x: torch.Tensor, normalized_shape: Sequence[int],
+                               mean: torch.Tensor, rstd: torch.Tensor, weight: torch.Tensor | None,
+                               bias: torch.Tensor | None, output_mask: Sequence[bool],
+                               ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """``native_layer_norm_backward`` in twelve calls where PyTorch's
+    decomposition makes fifteen (two layer norms in every transformer
+    block's backward). Per row of ``x`` (``x_hat = (x - mean) * rstd``,
+    ``g = grad_out * weight``): the input's gradient is
+    ``rstd * (g - mean(g) - x_hat * mean(g * x_hat))``, the weight's the sum
+    of ``grad_out * x_hat`` over the rows, the bias's that of ``grad_out``.
+    The same formula as PyTorch's (which scales by the row length and divides
+    it back out), rounded differently; CPU's kernel rounds another way again.
+    For float32 and float64 tensors of one dtype, where the provider serves
+    each operator it calls; otherwise PyTorch's."""
+    axis = x.dim() - len(normalized_shape)
+    rows, length = math.prod(x.shape[:axis]), math.prod(normalized_shape)
+    tensors = [t for t in (grad_out, x, mean, rstd, weight, bias) if t is not None]
+    if (x.dtype not in (torch.float32, torch.float64) or rows == 0 or length == 0
+            or any(t.dtype != x.dtype for t in tensors)
+            or not provider.serves("aten::sub.out", "aten::mul.out", "aten::addcmul.out", "aten::sum.IntList_out")):
+        from torch._decomp import decomposition_table
+
+        return decomposition_table[torch.ops.aten.native_layer_norm_backward.default](
+            grad_out, x, normalized_shape, mean, rstd, weight, bias, output_mask)
+    g = grad_out.reshape(rows, length)
+    r = rstd.reshape(rows, 1)
+    x_hat = (x.reshape(rows, length) - mean.reshape(rows, 1)) * r
+    d_input = d_weight = d_bias = None
+    if output_mask[0]:
+        g_hat = g * weight.reshape(length) if weight is not None else g
+        # The row means as sums scaled in the next call (ATen's mean is a
+        # sum and a division: two kernels).
+        centred = torch.sub(g_hat, g_hat.sum(1, keepdim=True), alpha=1 / length)
+        projected = (g_hat * x_hat).sum(1, keepdim=True)
+        d_input = (torch.addcmul(centred, x_hat, projected, value=-1 / length) * r).view(x.shape)
+    if output_mask[1] and weight is not None:
+        d_weight = (g * x_hat).sum(0).view(weight.shape)
+    if output_mask[2] and bias is not None:
+        d_bias = g.sum(0).view(bias.shape)
+    return d_input, d_weight, d_bias
+
+
+def native_dropout_backward(grad_output: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
+    """``native_dropout_backward`` as CPU's kernel computes it,
+    ``grad_output * mask * scale``: two calls, bit for bit CPU's. PyTorch's
+    decomposition (four calls) rounds as ``grad_output * (mask * scale)``.
+    PyTorch takes the fused dropout for a PrivateUse1 device, where CPU
+    takes ``bernoulli_`` and a product: this is every dropout's gradient."""
+    return grad_output * mask * scale
