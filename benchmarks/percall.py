@@ -1,12 +1,12 @@
 #!/usr/bin/env python
 """Where the time of one small call goes, per provider.
 
-    python benchmarks/percall.py [--providers host infini] [--ops add mul softmax mm layer_norm mul_]
+    python benchmarks/percall.py [--providers host infini] [--ops add mul softmax mm layer_norm layer_norm_backward mul_]
                                  [--no-callgrind] [--json PATH]
 
 For a one-element ``add``, ``mul`` and ``softmax``, a 64x64 ``mm`` and a
-[2, 12, 32] ``layer_norm`` (one call + ``synchronize()``; on the Infini
-stack ``layer_norm`` is a decomposition), and ``mul_`` of 32 elements by a
+[2, 12, 32] ``layer_norm`` and its backward (one call + ``synchronize()``;
+on the Infini stack each is a decomposition), and ``mul_`` of 32 elements by a
 Python number (as optimizers call it per parameter: PyTorch's ``mul_.Scalar``
 calls ``mul.out`` with the number wrapped), on each provider this build can
 select:
@@ -62,6 +62,11 @@ OPS = {
     # (recorded once, then replayed: csrc/ops/aten/decomposition_replay.h).
     "layer_norm": ("a, b = torch.randn(2, 12, 32), torch.randn(32)",
                    "torch.nn.functional.layer_norm(x, (32,), y, y)"),
+    # Its gradient, as a transformer's backward calls it (a decomposition on
+    # the Infini stack too); the mean and rstd are views of x.
+    "layer_norm_backward": ("a, b = torch.randn(2, 12, 32), torch.randn(32)",
+                            "torch.ops.aten.native_layer_norm_backward(x, x, (32,), x[..., :1], x[..., 1:2], y, y, "
+                            "[True, True, True])"),
     # In place by a Python number, as optimizers call it per parameter
     # (PyTorch's mul_.Scalar calls mul.out with the number wrapped).
     "mul_": ("a = b = torch.randn(32)", "x.mul_(0.999)"),
