@@ -111,6 +111,26 @@ def test_a_size_class_holds_for_the_form_it_was_measured_in(preferences):
         torch.testing.assert_close(on_device().cpu(), on_cpu(), rtol=0, atol=0)
 
 
+@pytest.mark.skipif(not BOTH_KINDS, reason="needs native and ATen-backed implementations: InfiniRT's CPU backend "
+                                            "with InfiniOps built WITH_TORCH=ON")
+def test_a_cat_has_the_measured_form_in_one_dimension_only(preferences):
+    """InfiniOps' native Cat finds each element's place axis by axis, and
+    its sizes were measured on 1-D tensors: a cat of higher rank (a
+    transformer's key cache) takes the answer for any size."""
+    preferences([("cpu", "Cat", 1024, "native", ()), ("cpu", "Cat", -1, "aten", ()), ("cpu", "*", -1, "aten", ())])
+    flat, cache = torch.randn(300), torch.randn(2, 2, 12, 16)
+    x, k = flat.to(DEV), cache.to(DEV)
+    forms = {
+        "1-D": (lambda: torch.cat([x, x]), lambda: torch.cat([flat, flat]), "native"),
+        "4-D after a legacy empty input": (lambda: torch.cat([torch.empty(0, device=DEV), k], -2),
+                                           lambda: torch.cat([torch.empty(0), cache], -2), "aten-backed"),
+        "4-D": (lambda: torch.cat([k, k], 1), lambda: torch.cat([cache, cache], 1), "aten-backed"),
+    }
+    for form, (on_device, on_cpu, kind) in forms.items():
+        assert _served_as(on_device)["aten::cat"] == kind, form
+        torch.testing.assert_close(on_device().cpu(), on_cpu(), rtol=0, atol=0)
+
+
 # How each InfiniOps operator the data may name is called, on inputs of an output's size.
 CALLS = {
     "Add": [lambda a, b: a + b, lambda a, b: a + 0.1],
