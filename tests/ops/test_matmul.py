@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import torch_infini
 from infini_testing import on_host, DEV, FLOAT_IDS, FLOATS, matches_cpu, sample
 
 
@@ -22,6 +23,25 @@ def test_mm_and_addmm(dtype):
     matches_cpu(torch.addmm, c, a, b)
     matches_cpu(lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0), c, a, b)
     matches_cpu(lambda c, a, b: torch.addmm(c[0], a, b), c, a, b)  # broadcast bias, as linear passes it
+
+
+# CPU's own addmm on the host runtime; on a stack whose InfiniOps has
+# ATen-backed kernels, at::addmm_out in one launch (InfiniOps' Gemm of the
+# current API takes no bias: a product and an Add would round twice).
+CPUS_ADDMM = on_host() or bool(torch_infini.build_info()["infini_ops_aten_backed"])
+
+
+@pytest.mark.skipif(not CPUS_ADDMM, reason="a WITH_TORCH=OFF stack adds a bias after the product, rounding twice "
+                                           "(within tolerance: test_mm_and_addmm)")
+@pytest.mark.parametrize("shape", [(24, 32, 96), (7, 33, 5), (3, 500, 4)], ids=str)
+def test_addmm_with_a_bias_is_cpus_bit_for_bit(shape):
+    """A linear layer's addmm (bias row, and a full bias with beta and
+    alpha): CPU's one rounding of the product plus the bias."""
+    m, k, n = shape
+    a, b, c = rand(m, k), rand(k, n, seed=1), rand(n, seed=2)
+    for args, kwargs in [((c, a, b), {}), ((c.expand(m, n).contiguous(), a, b), {"beta": 0.5, "alpha": 2.0})]:
+        got = torch.addmm(*[t.to(DEV) for t in args], **kwargs)
+        assert torch.equal(got.cpu(), torch.addmm(*args, **kwargs)), kwargs
 
 
 def test_transposed_and_sliced_operands():

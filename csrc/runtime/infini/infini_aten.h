@@ -25,6 +25,11 @@ struct AtenServer {
   // Runs a call `unsupported` accepted.
   std::function<void(int device, StreamHandle stream, const AtenCall& call)>
       run;
+  // Optional: whether the overload's generic binding, ATen-backed, runs
+  // `call` in fewer launches than this entry would (one at::addmm_out where
+  // the entry runs a product, then adds a bias): the generic binding is
+  // then tried first, and this entry serves what it refuses.
+  std::function<bool(const AtenCall& call)> generic_first;
 };
 
 // "aten::mm.out". Formatted once per operator and thread: c10::toString

@@ -167,6 +167,23 @@ class GemmServer {
   // Whether the ATen-backed Gemm (index 2) serves: it accumulates a bias.
   bool accumulates() const { return accumulates_; }
 
+  // Whether run() would make two launches of a float32 call with a bias
+  // (beta != 0): the product, then an Add of the bias (1f6f9c2's Gemm takes
+  // no C), or a copy of the bias into the output, then the product
+  // (2962714's). The overload's generic binding, ATen-backed, runs it as
+  // one at::addmm_out (or baddbmm, addmv): half the launches, and CPU's one
+  // rounding. Read from the arguments without parsing the call (asked
+  // before unsupported()).
+  bool launches_twice(const AtenCall& call) const {
+    if (accumulates_ || form_of(overload_name(call)) == Form::kMm) {
+      return false;
+    }
+    const c10::IValue& bias = call.args.at(0);
+    return bias.isTensor() && bias.toTensor().defined() &&
+        bias.toTensor().scalar_type() == c10::ScalarType::Float &&
+        call.args.at(3).toScalar().toDouble() != 0.0;
+  }
+
   std::string unsupported(const AtenCall& call) const {
     GemmCall gemm;
     std::string reason = gemm_call_of(call, &gemm);
@@ -500,7 +517,11 @@ std::vector<AtenServer> gemm_servers(InfiniProvider& provider,
     row.kernel = "infini::ops::Gemm (+ infini::ops::Cast to copy a bias)";
 #endif
     support.push_back(std::move(row));
-    return {served_by(overloads, server)};
+    AtenServer served = served_by(overloads, server);
+    served.generic_first = [server](const AtenCall& call) {
+      return server->launches_twice(call);
+    };
+    return {std::move(served)};
   }
 #endif
   return {refused(overloads, "infini::ops::Gemm", provider.backend())};

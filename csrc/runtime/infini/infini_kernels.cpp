@@ -477,7 +477,8 @@ class InfiniKernels final : public OpKernels {
     const AtenServer* hand = it == by_overload_.end() ? nullptr : it->second;
     const Binding* bound = generic_.find(name);
     if (hand != nullptr && hand->run && bound != nullptr &&
-        aten_backed_first(*bound, call) &&
+        (aten_backed_first(*bound, call) ||
+         (hand->generic_first && hand->generic_first(call))) &&
         generic_.choose(*bound, call, /*native_allowed=*/false,
                         implementation)
             .empty()) {
