@@ -8,10 +8,58 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "ops/aten/aten_kernel.h"
 #include "ops/common.h"
 
 namespace torch_infini::ops {
 namespace {
+
+// Without a fill kernel of the provider's own: fill.Scalar_out into self
+// where the provider's other kernels serve it (InfiniOps' Fill: ATen-backed
+// on InfiniRT's CPU backend, native on NVIDIA, MetaX, Iluvatar and Moore),
+// queued like any kernel, where a host-prepared buffer copied from pageable
+// memory would wait for the stream on every torch.zeros. Its input is read
+// for its shape only: a one-element scratch tensor expanded to self's
+// shape, since an output may not be the memory of an input the kernel
+// reads. Fill's value is a double, so an integer is passed as one where
+// it is exact (to 2^53), as the value it converts to in self's dtype, what
+// CPU's fill_ writes (it raised above where that overflows).
+bool fill_by_operator(at::Tensor& self, const at::Scalar& value) {
+  static const c10::OperatorHandle fill_out =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::fill",
+                                                     "Scalar_out");
+  constexpr int64_t kExactInDouble = int64_t{1} << 53;
+  if (value.isComplex() || !runtime::kernels().has_kernel(fill_out)) {
+    return false;
+  }
+  c10::Scalar as_double = value;
+  if (c10::isIntegralType(self.scalar_type(), /*includeBool=*/true)) {
+    int64_t converted = 0;  // -3 as uint8 is 253, as CPU writes it
+    AT_DISPATCH_V2(self.scalar_type(), "fill_",
+                   AT_WRAP([&] {
+                     converted = static_cast<int64_t>(value.to<scalar_t>());
+                   }),
+                   AT_EXPAND(AT_INTEGRAL_TYPES), at::kBool,
+                   AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+    if (converted > kExactInDouble || converted < -kExactInDouble) {
+      return false;
+    }
+    as_double = static_cast<double>(converted);
+  }
+  // Not at::empty: under deterministic algorithms new memory is filled,
+  // which would come back here.
+  const at::Tensor shape =
+      empty_strided_on_current_device({}, {}, self.scalar_type())
+          .expand(self.sizes());
+  torch::jit::Stack stack{shape, as_double, self};
+  if (runtime::kernels()
+          .aten_unsupported(runtime::AtenCall{fill_out, stack})
+          .refused()) {
+    return false;
+  }
+  run_family_kernel(fill_out, &stack);
+  return true;
+}
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   // Checked now, on the calling thread, with the conversion the CPU kernel
@@ -32,8 +80,12 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
                  current_native_stream(self.device().index()), args);
     return self;
   }
-  // No fill kernel on this provider: copy a host-prepared buffer (data
-  // movement, ordered on the current stream like any copy to the device).
+  if (fill_by_operator(self, value)) {
+    return self;
+  }
+  // Else copy a host-prepared buffer (data movement, ordered on the current
+  // stream like any copy to the device; from pageable memory it waits for
+  // the stream).
   at::Tensor host =
       at::empty(self.sizes(), self.options().device(at::kCPU).pinned_memory(false));
   host.fill_(value);

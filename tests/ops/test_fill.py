@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from infini_testing import sample
+from torch_infini import _C
+from infini_testing import on_host, sample
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.int32,
           torch.int64, torch.uint8, torch.bool]
@@ -68,3 +69,62 @@ def test_fill_empty_and_queued_in_order():
         d.fill_(i)
         d.add_(d)
     assert torch.equal(d.cpu(), torch.full((1000,), 38.0))
+
+
+# A fill kernel of the provider's own (the host runtime), or InfiniOps' Fill
+# through fill.Scalar_out (a WITH_TORCH=ON stack; native on NVIDIA, MetaX,
+# Iluvatar and Moore); a WITH_TORCH=OFF stack on InfiniRT's CPU backend has
+# neither and copies a host buffer, waiting for the stream.
+FILLS_ON_DEVICE = on_host() or _C._provider_has_kernel("aten::fill", "Scalar_out")
+
+
+@pytest.mark.skipif(not FILLS_ON_DEVICE, reason="no fill kernel or InfiniOps Fill in this build: fills copy a host "
+                                                "buffer from pageable memory, which waits for the stream")
+@pytest.mark.parametrize("dtype", [d for d in DTYPES if d != torch.bool], ids=[i for i in IDS if i != "bool"])
+def test_fills_queue_without_waiting_for_the_stream(dtype):
+    """torch.zeros/ones/full, fill_ of a strided view and zero_ run on the
+    device, so the synchronization debug mode has nothing to refuse (a
+    host-prepared buffer from pageable memory would wait for the stream on
+    every call: a stall per torch.zeros on an accelerator). The values are
+    CPU's: an integer as it converts to the dtype (-3 as uint8 is 253)."""
+    x = sample((4, 6), dtype)
+    d = x.to("infini")
+    values = [0, 1, 2.5, -3] if dtype != torch.uint8 else [0, 1, 2.5, -3, 255]
+    was = torch.infini.get_sync_debug_mode()
+    torch.infini.set_sync_debug_mode("error")
+    try:
+        made = [(torch.full((3, 5), v, dtype=dtype, device="infini"), torch.full((3, 5), v, dtype=dtype))
+                for v in values]
+        made.append((torch.zeros(2, 3, dtype=dtype, device="infini"), torch.zeros(2, 3, dtype=dtype)))
+        d.t()[1:, ::2].fill_(5)
+        d[1:3].zero_()
+    finally:
+        torch.infini.set_sync_debug_mode(was)
+    x.t()[1:, ::2].fill_(5)
+    x[1:3].zero_()
+    for got, expected in made + [(d, x)]:
+        assert got.dtype == expected.dtype and torch.equal(got.cpu(), expected)
+
+
+def test_a_fill_with_an_integer_a_double_cannot_hold_is_exact():
+    """InfiniOps' Fill takes its value as a double: beyond 2^53 the value
+    goes through a host buffer instead."""
+    for value in (2**60 + 1, -(2**53) - 3):
+        got = torch.full((3,), value, dtype=torch.int64, device="infini")
+        assert got.cpu().tolist() == [value] * 3
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+def test_new_memory_filled_under_deterministic_algorithms_as_cpu(dtype):
+    """torch.empty fills new memory (NaN, or the dtype's largest value)
+    under deterministic algorithms: a fill that allocated through at::empty
+    would come back to itself."""
+    was, was_fill = torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        got, expected = torch.empty(2, 3, dtype=dtype, device="infini"), torch.empty(2, 3, dtype=dtype)
+    finally:
+        torch.use_deterministic_algorithms(was)
+        torch.utils.deterministic.fill_uninitialized_memory = was_fill
+    assert torch.equal(got.cpu(), expected) or (dtype.is_floating_point and got.cpu().isnan().all() and expected.isnan().all())

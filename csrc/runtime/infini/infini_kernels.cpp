@@ -288,15 +288,17 @@ class InfiniKernels final : public OpKernels {
           /*strided=*/true,
           "infini::ops::Cast"});
     }
-    // InfiniOps has no fill: the ops layer copies a host-prepared buffer.
+    // No fill kernel here: the ops layer runs fill.Scalar_out (InfiniOps'
+    // Fill) where the build serves it, else copies a host-prepared buffer.
     support_.push_back(OpSupport{
         "aten::fill_.Scalar (and zero_, fill_.Tensor)",
         numeric_dtypes(/*with_bool=*/true),
         /*alpha=*/false,
         /*broadcast=*/false,
         /*strided=*/true,
-        "host-prepared buffer copied with InfiniRT Memcpy (no InfiniOps "
-        "fill)"});
+        "infini::ops::Fill through aten::fill.Scalar_out where this build "
+        "serves it (integers to 2^53, not bool); else a host-prepared buffer "
+        "copied with InfiniRT Memcpy"});
     // The fused operators that have no ATen operator of their own.
     const struct {
       FusedOp op;
