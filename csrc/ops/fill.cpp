@@ -8,7 +8,10 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <cmath>
+
 #include "ops/aten/aten_kernel.h"
+#include "ops/aten/backend_policy.h"
 #include "ops/common.h"
 
 namespace torch_infini::ops {
@@ -21,15 +24,24 @@ namespace {
 // memory would wait for the stream on every torch.zeros. Its input is read
 // for its shape only: a one-element scratch tensor expanded to self's
 // shape, since an output may not be the memory of an input the kernel
-// reads. Fill's value is a double, so an integer is passed as one where
-// it is exact (to 2^53), as the value it converts to in self's dtype, what
-// CPU's fill_ writes (it raised above where that overflows).
+// reads. Fill's value is a double: an integer value is passed only where
+// one holds it exactly (to 2^53), and to an integer tensor as the value it
+// converts to in self's dtype, what CPU's fill_ writes (it raised above
+// where that overflows).
 bool fill_by_operator(at::Tensor& self, const at::Scalar& value) {
   static const c10::OperatorHandle fill_out =
       c10::Dispatcher::singleton().findSchemaOrThrow("aten::fill",
                                                      "Scalar_out");
-  constexpr int64_t kExactInDouble = int64_t{1} << 53;
-  if (value.isComplex() || !runtime::kernels().has_kernel(fill_out)) {
+  // Every integer below 2^53 in magnitude is a double, and converts to one
+  // below it; at and beyond it, not every one is.
+  constexpr double kExactInDouble = 9007199254740992.0;  // 2^53
+  // Under TORCH_INFINI_ENFORCE_BACKEND a fill is the device's own work on
+  // every backend (ops/aten/backend_policy.h), not an operator the enforced
+  // backend may lack: the host buffer serves it.
+  if (value.isComplex() ||
+      (value.isIntegral(/*includeBool=*/false) &&
+       std::abs(value.toDouble()) >= kExactInDouble) ||
+      backend_policy::active() || !runtime::kernels().has_kernel(fill_out)) {
     return false;
   }
   c10::Scalar as_double = value;
@@ -41,7 +53,7 @@ bool fill_by_operator(at::Tensor& self, const at::Scalar& value) {
                    }),
                    AT_EXPAND(AT_INTEGRAL_TYPES), at::kBool,
                    AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
-    if (converted > kExactInDouble || converted < -kExactInDouble) {
+    if (std::abs(static_cast<double>(converted)) >= kExactInDouble) {
       return false;
     }
     as_double = static_cast<double>(converted);

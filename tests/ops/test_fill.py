@@ -107,11 +107,13 @@ def test_fills_queue_without_waiting_for_the_stream(dtype):
 
 
 def test_a_fill_with_an_integer_a_double_cannot_hold_is_exact():
-    """InfiniOps' Fill takes its value as a double: beyond 2^53 the value
-    goes through a host buffer instead."""
-    for value in (2**60 + 1, -(2**53) - 3):
-        got = torch.full((3,), value, dtype=torch.int64, device="infini")
-        assert got.cpu().tolist() == [value] * 3
+    """InfiniOps' Fill takes its value as a double: an integer from 2^53 on
+    goes through a host buffer instead, converted once, as CPU converts
+    it (a double of it converted again could round otherwise)."""
+    for value in (2**60 + 1, -(2**53) - 3, 2**53 + 1):
+        for dtype in (torch.int64, torch.float64, torch.float32):
+            got = torch.full((3,), value, dtype=dtype, device="infini")
+            assert torch.equal(got.cpu(), torch.full((3,), value, dtype=dtype)), (value, dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
