@@ -642,13 +642,6 @@ int64_t output_numel(const Binding& b, const AtenCall& call) {
   return 0;
 }
 
-// Whether `call` has the form implementation speeds were measured in
-// (runtime/implementation_preferences.h): contiguous device tensors, and
-// where the native kernel broadcasts its inputs, inputs of the output's
-// size or of one element (a CPU scalar is copied as one). Measured on the
-// CPU backend, [2, 12, 32] * [2, 12, 1] (a normalization's scale) took
-// 9.95 us native and 5.60 ATen-backed, a transposed input 12.35 and 6.43,
-// where the measured form of the same size took 4.47 and 5.73.
 // The native kernels that find every element's place axis by axis (a
 // division and a remainder per axis), whatever the layout, where the others
 // walk contiguous tensors by a flat index: their time per element grows
@@ -661,6 +654,13 @@ bool indexes_axis_by_axis(const std::string& op) {
   return op == "Cat";
 }
 
+// Whether `call` has the form implementation speeds were measured in
+// (runtime/implementation_preferences.h): contiguous device tensors, and
+// where the native kernel broadcasts its inputs, inputs of the output's
+// size or of one element (a CPU scalar is copied as one). Measured on the
+// CPU backend, [2, 12, 32] * [2, 12, 1] (a normalization's scale) took
+// 9.95 us native and 5.60 ATen-backed, a transposed input 12.35 and 6.43,
+// where the measured form of the same size took 4.47 and 5.73.
 bool in_measured_form(const Binding& b, const AtenCall& call) {
   const NativeLimits* limits = native_limits(b.op);
   const bool broadcasts = limits != nullptr && limits->broadcast_inputs;
