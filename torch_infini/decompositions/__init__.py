@@ -236,6 +236,13 @@ def _with_out(fn: Callable[..., Any]) -> Callable[..., Any]:
     return out_wrapper()(fn)
 
 
+def _every_overloads(name: str, every: bool) -> dict[str, Callable[..., Any]]:
+    """``all`` or ``any``: its functional overloads and their ``out=`` ones."""
+    fn = arithmetic.every_or_any(every)
+    functional = {f"aten::{name}{overload}": fn for overload in ("", ".dim", ".dims")}
+    return functional | {f"aten::{name}{overload}": _with_out(fn) for overload in (".out", ".dims_out", ".all_out")}
+
+
 # Ours: where PyTorch has no decomposition of an overload InfiniOps lacks,
 # where PyTorch's comes back to the overload itself (through a primitive
 # implemented by it), where it does not compute what CPU's kernel does, or
@@ -295,18 +302,8 @@ _OWN: dict[str, Callable[..., Any]] = {
     "aten::native_layer_norm_backward": nn.native_layer_norm_backward,
     "aten::native_dropout_backward": nn.native_dropout_backward,
     "aten::native_dropout_backward.out": _with_out(nn.native_dropout_backward),
-    "aten::all": arithmetic.every_or_any(True),
-    "aten::all.dim": arithmetic.every_or_any(True),
-    "aten::all.dims": arithmetic.every_or_any(True),
-    "aten::all.out": _with_out(arithmetic.every_or_any(True)),
-    "aten::all.dims_out": _with_out(arithmetic.every_or_any(True)),
-    "aten::all.all_out": _with_out(arithmetic.every_or_any(True)),
-    "aten::any": arithmetic.every_or_any(False),
-    "aten::any.dim": arithmetic.every_or_any(False),
-    "aten::any.dims": arithmetic.every_or_any(False),
-    "aten::any.out": _with_out(arithmetic.every_or_any(False)),
-    "aten::any.dims_out": _with_out(arithmetic.every_or_any(False)),
-    "aten::any.all_out": _with_out(arithmetic.every_or_any(False)),
+    **_every_overloads("all", True),
+    **_every_overloads("any", False),
     "aten::hash_tensor": arithmetic.hash_tensor,
     "aten::hash_tensor.out": _with_out(arithmetic.hash_tensor),
     "aten::_cdist_forward": distances.cdist_forward,
