@@ -58,12 +58,17 @@ bool fill_by_operator(at::Tensor& self, const at::Scalar& value) {
     }
     as_double = static_cast<double>(converted);
   }
+  // The binding refuses bool tensors: a bool's memory is one byte, 0 or 1,
+  // so its uint8 view filled with 0 or 1 holds the same bools (the causal
+  // mask of every math attention is a torch.ones of bools).
+  const at::Tensor target =
+      self.scalar_type() == at::kBool ? self.view(at::kByte) : self;
   // Not at::empty: under deterministic algorithms new memory is filled,
   // which would come back here.
   const at::Tensor shape =
-      empty_strided_on_current_device({}, {}, self.scalar_type())
-          .expand(self.sizes());
-  torch::jit::Stack stack{shape, as_double, self};
+      empty_strided_on_current_device({}, {}, target.scalar_type())
+          .expand(target.sizes());
+  torch::jit::Stack stack{shape, as_double, target};
   if (runtime::kernels()
           .aten_unsupported(runtime::AtenCall{fill_out, stack})
           .refused()) {

@@ -80,13 +80,14 @@ FILLS_ON_DEVICE = on_host() or _C._provider_has_kernel("aten::fill", "Scalar_out
 
 @pytest.mark.skipif(not FILLS_ON_DEVICE, reason="no fill kernel or InfiniOps Fill in this build: fills copy a host "
                                                 "buffer from pageable memory, which waits for the stream")
-@pytest.mark.parametrize("dtype", [d for d in DTYPES if d != torch.bool], ids=[i for i in IDS if i != "bool"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
 def test_fills_queue_without_waiting_for_the_stream(dtype):
     """torch.zeros/ones/full, fill_ of a strided view and zero_ run on the
     device, so the synchronization debug mode has nothing to refuse (a
     host-prepared buffer from pageable memory would wait for the stream on
     every call: a stall per torch.zeros on an accelerator). The values are
-    CPU's: an integer as it converts to the dtype (-3 as uint8 is 253)."""
+    CPU's: an integer as it converts to the dtype (-3 as uint8 is 253, any
+    nonzero number as bool is True)."""
     x = sample((4, 6), dtype)
     d = x.to("infini")
     values = [0, 1, 2.5, -3] if dtype != torch.uint8 else [0, 1, 2.5, -3, 255]

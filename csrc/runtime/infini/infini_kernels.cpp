@@ -297,8 +297,8 @@ class InfiniKernels final : public OpKernels {
         /*broadcast=*/false,
         /*strided=*/true,
         "infini::ops::Fill through aten::fill.Scalar_out where this build "
-        "serves it (integers to 2^53, not bool); else a host-prepared buffer "
-        "copied with InfiniRT Memcpy"});
+        "serves it (integers to 2^53; bool as its uint8 view); else a "
+        "host-prepared buffer copied with InfiniRT Memcpy"});
     // The fused operators that have no ATen operator of their own.
     const struct {
       FusedOp op;
