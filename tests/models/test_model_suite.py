@@ -19,6 +19,8 @@ import pytest
 import torch
 from torch import nn
 
+import torch_infini
+
 from conv_models import SequenceClassifier, TinyConvNeXt, TinyMobileNetV3, TinyResNet
 from infini_testing import DEV, fallback_where_unserved, on_host
 from transformer_models import tiny_bert, tiny_gpt2, tiny_llama, tiny_t5, tiny_vit
@@ -162,6 +164,36 @@ def test_training_step_matches_cpu(name, optimizer):
     # An element whose first step's gradient was noise took that noise's
     # sign for its update, and keeps its effect in Adam's state after.
     _assert_state_matches(model, cpu_model, skip=noise if optimizer == "adamw" else None)
+
+
+# Where fills run on the device: the host runtime, and a stack whose
+# InfiniOps serves fill.Scalar_out (a WITH_TORCH=OFF CPU build copies a host
+# buffer from pageable memory, which waits for the stream).
+FILLS_ON_DEVICE = on_host() or torch_infini._C._provider_has_kernel("aten::fill", "Scalar_out")
+
+
+@pytest.mark.skipif(not FILLS_ON_DEVICE, reason="fills copy a host buffer from pageable memory in this build, "
+                                                "which waits for the stream")
+def test_a_training_step_waits_for_the_stream_nowhere():
+    """A Llama training step (forward, backward, clip_grad_norm_, AdamW)
+    makes no call that waits for the device, as on CUDA: on an accelerator
+    each such wait drains the queue. The synchronization debug mode raises
+    at the first one (a fill or a copy from pageable memory, an item(), a
+    copy to the host). Dropout's random draws are uploaded from pinned
+    memory where the provider has it, which InfiniRT's CPU backend has not:
+    a model with dropout in training would wait there."""
+    model, inputs = _build("llama")
+    model = model.to(DEV).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    kwargs = _on(inputs(3), DEV)
+    _train_step(model, opt, kwargs, autocast=False)  # the optimizer's state, the first calls' layouts
+    was = torch.infini.get_sync_debug_mode()
+    torch.infini.set_sync_debug_mode("error")
+    try:
+        loss = _train_step(model, opt, kwargs, autocast=False)
+    finally:
+        torch.infini.set_sync_debug_mode(was)
+    assert torch.isfinite(loss.detach().cpu())
 
 
 @pytest.mark.parametrize("name", ["resnet", "mobilenet_v3"])
