@@ -58,6 +58,16 @@ def on_host() -> bool:
     return torch_infini.diagnostics()["provider"] == "host"
 
 
+def fills_on_device() -> bool:
+    """Whether fills (torch.zeros, fill_) run on the device, queued: a fill
+    kernel of the provider's own (the host runtime), or InfiniOps' Fill
+    through fill.Scalar_out (a WITH_TORCH=ON stack; native on NVIDIA, MetaX,
+    Iluvatar and Moore). A WITH_TORCH=OFF stack on InfiniRT's CPU backend has
+    neither and copies a host buffer from pageable memory, which waits for
+    the stream."""
+    return on_host() or torch_infini._C._provider_has_kernel("aten::fill", "Scalar_out")
+
+
 def fallback_env() -> dict[str, str]:
     """The environment that gives a subprocess fallback_where_unserved()'s
     policy."""

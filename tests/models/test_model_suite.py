@@ -19,10 +19,8 @@ import pytest
 import torch
 from torch import nn
 
-import torch_infini
-
 from conv_models import SequenceClassifier, TinyConvNeXt, TinyMobileNetV3, TinyResNet
-from infini_testing import DEV, fallback_where_unserved, on_host
+from infini_testing import DEV, fallback_where_unserved, fills_on_device, on_host
 from transformer_models import tiny_bert, tiny_gpt2, tiny_llama, tiny_t5, tiny_vit
 
 transformers = pytest.importorskip("transformers")
@@ -166,13 +164,7 @@ def test_training_step_matches_cpu(name, optimizer):
     _assert_state_matches(model, cpu_model, skip=noise if optimizer == "adamw" else None)
 
 
-# Where fills run on the device: the host runtime, and a stack whose
-# InfiniOps serves fill.Scalar_out (a WITH_TORCH=OFF CPU build copies a host
-# buffer from pageable memory, which waits for the stream).
-FILLS_ON_DEVICE = on_host() or torch_infini._C._provider_has_kernel("aten::fill", "Scalar_out")
-
-
-@pytest.mark.skipif(not FILLS_ON_DEVICE, reason="fills copy a host buffer from pageable memory in this build, "
+@pytest.mark.skipif(not fills_on_device(), reason="fills copy a host buffer from pageable memory in this build, "
                                                 "which waits for the stream")
 def test_a_training_step_waits_for_the_stream_nowhere():
     """A Llama training step (forward, backward, clip_grad_norm_, AdamW)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torch_infini import _C
-from infini_testing import on_host, sample
+from infini_testing import fills_on_device, sample
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.int32,
           torch.int64, torch.uint8, torch.bool]
@@ -71,14 +70,7 @@ def test_fill_empty_and_queued_in_order():
     assert torch.equal(d.cpu(), torch.full((1000,), 38.0))
 
 
-# A fill kernel of the provider's own (the host runtime), or InfiniOps' Fill
-# through fill.Scalar_out (a WITH_TORCH=ON stack; native on NVIDIA, MetaX,
-# Iluvatar and Moore); a WITH_TORCH=OFF stack on InfiniRT's CPU backend has
-# neither and copies a host buffer, waiting for the stream.
-FILLS_ON_DEVICE = on_host() or _C._provider_has_kernel("aten::fill", "Scalar_out")
-
-
-@pytest.mark.skipif(not FILLS_ON_DEVICE, reason="no fill kernel or InfiniOps Fill in this build: fills copy a host "
+@pytest.mark.skipif(not fills_on_device(), reason="no fill kernel or InfiniOps Fill in this build: fills copy a host "
                                                 "buffer from pageable memory, which waits for the stream")
 @pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
 def test_fills_queue_without_waiting_for_the_stream(dtype):
