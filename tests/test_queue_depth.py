@@ -135,6 +135,10 @@ def test_a_wait_on_an_event_does_not_wait_for_space():
     x = torch.zeros(4, device=DEV)
     x.add_(1).sub_(1)
     s.wait_stream(torch.infini.current_stream())
+    # The queue starts empty: a stream wait still pending (a descheduled
+    # worker on a loaded machine) would make the queue below one task over
+    # full, and the producer would then run the held task itself.
+    s.synchronize()
     hold(s, 3000)
     after_hold = torch.infini.Event()
     after_hold.record(s)
