@@ -229,7 +229,7 @@ uint64_t HostStream::enqueue(Task task, bool may_block) {
   return ticket;
 }
 
-uint64_t HostStream::push(Task task) {
+uint64_t HostStream::push(Task&& task) {
   bool wake = false;
   uint64_t ticket = 0;
   const uint32_t denormals = denormal_mode();
@@ -239,7 +239,9 @@ uint64_t HostStream::push(Task task) {
     if (queue_.empty()) {
       became_busy_ = now;
     }
-    queue_.push_back({std::move(task), denormals});
+    QueuedTask& slot = queue_.push_back();
+    slot.task = std::move(task);
+    slot.denormals = denormals;
     ticket = ++submitted_;
     last_enqueue_ = now;
     // Deferred: a lone task is likely the one its submitter is about to wait

@@ -21,16 +21,15 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 
+#include "runtime/host/host_task.h"
+
 namespace torch_infini::runtime::host {
 
-using Task = std::function<void()>;
 using Clock = std::chrono::steady_clock;
 
 class HostCapture;  // runtime/host/host_graph.h
@@ -101,7 +100,7 @@ class HostStream {
   void run();
   // Appends a task to the queue (no capture, no profiler, no backpressure);
   // returns its ticket.
-  uint64_t push(Task task);
+  uint64_t push(Task&& task);
   // Pops the front task and runs it under this stream's execution ownership,
   // then records its completion. Called with `lock` held and a task pending
   // that nobody runs; returns with `lock` held.
@@ -120,9 +119,9 @@ class HostStream {
   // Each task with its submitter's denormal mode (host/denormal_mode.h).
   struct QueuedTask {
     Task task;
-    uint32_t denormals;
+    uint32_t denormals = 0;
   };
-  std::deque<QueuedTask> queue_;
+  TaskRing<QueuedTask> queue_;  // no allocation per task: see host_task.h
   // Written under mutex_ (so condition variables see them consistently), read
   // without it while spinning.
   std::atomic<uint64_t> submitted_{0};
