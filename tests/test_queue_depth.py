@@ -152,3 +152,29 @@ def test_a_wait_on_an_event_does_not_wait_for_space():
     s.synchronize()
     assert returned_while_held, "the wait on the event waited for the held worker"
     assert torch.equal(x.cpu(), torch.full((4,), float(DEPTH - 2)))
+
+
+def test_tasks_run_in_submission_order_as_the_queue_grows_and_wraps():
+    """The queue is a ring that grows to the depth a stream reaches and
+    reuses its slots (runtime/host/host_task.h): rounds of order-sensitive
+    ops behind a hold, each starting where the last left the ring, below,
+    across and far past its first size, run as CPU runs them in order."""
+    s = torch.infini.Stream()
+    x = torch.zeros(1, dtype=torch.int64, device=DEV)
+    expected = torch.zeros(1, dtype=torch.int64)
+    s.wait_stream(torch.infini.current_stream())
+    s.synchronize()
+
+    def step(t: torch.Tensor, i: int) -> None:
+        t.mul_(3).add_(i).remainder_(1000003)  # each order gives another value
+
+    with torch.infini.stream(s):
+        for round_, n in enumerate((3, 7, 40, 70, 300)):
+            hold(s, 20)
+            for i in range(n):
+                step(x, i + round_)
+                step(expected, i + round_)
+            if round_ % 2:
+                s.synchronize()  # the next round starts in a drained ring
+    s.synchronize()
+    assert torch.equal(x.cpu(), expected)
