@@ -24,6 +24,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <new>
