@@ -1,5 +1,7 @@
 #include "runtime/host/host_aliases.h"
 
+#include <iterator>
+
 #include <c10/core/CPUAllocator.h>
 
 #include "runtime/ivalue_tensors.h"
@@ -137,7 +139,8 @@ at::Tensor Aliases::of(const TensorSnapshot& t) {
 
 QueuedArgs::QueuedArgs(torch::jit::Stack args,
                        c10::ArrayRef<at::Tensor> results)
-    : values_(std::move(args)) {
+    : values_(std::make_move_iterator(args.begin()),
+              std::make_move_iterator(args.end())) {
   for (const at::Tensor& t : results) {
     results_.push_back(TensorSnapshot::of(t));
   }
@@ -183,7 +186,7 @@ QueuedArgs::QueuedArgs(torch::jit::Stack args,
 }
 
 torch::jit::Stack QueuedArgs::stack(Aliases& aliases) const {
-  torch::jit::Stack values = values_;
+  torch::jit::Stack values(values_.begin(), values_.end());
   for (const Slot& slot : slots_) {
     c10::IValue& value = values[slot.position];
     const TensorSnapshot* tensors = tensors_.data() + slot.first;

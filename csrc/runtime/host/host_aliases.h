@@ -119,7 +119,10 @@ class QueuedArgs {
     uint32_t count;
   };
 
-  torch::jit::Stack values_;  // a snapshot's place holds None
+  // A snapshot's place holds None. Inline, not the call's own stack: that
+  // vector was allocated on the submitting thread, and freeing it on the
+  // worker takes malloc's arena lock (see runtime/host/task_memory.h).
+  c10::SmallVector<c10::IValue, 6> values_;
   c10::SmallVector<Slot, 4> slots_;
   c10::SmallVector<TensorSnapshot, 3> tensors_;
   c10::SmallVector<TensorSnapshot, 1> results_;

@@ -9,12 +9,14 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "runtime/device_trace.h"
 #include "runtime/host/host_aliases.h"
 #include "runtime/host/host_direct.h"
 #include "runtime/host/host_provider.h"
 #include "runtime/host/memory_protection.h"
+#include "runtime/host/task_memory.h"
 #include "runtime/kernels.h"
 
 namespace torch_infini::runtime::host {
@@ -335,7 +337,10 @@ class HostKernels final : public OpKernels {
       QueuedArgs args;
       std::optional<TwinOf> twin_of;
     };
-    auto queued = std::make_shared<const Queued>(call);
+    // In task memory (runtime/host/task_memory.h): made here, freed on the
+    // worker.
+    std::shared_ptr<const Queued> queued =
+        std::allocate_shared<Queued>(task_memory::Allocator<Queued>(), call);
     const c10::OperatorName& name = call.op.operator_name();
     profiler::TaskLabel label(name.name.c_str(), profiler::WorkKind::kKernel,
                               device, stream, name.overload_name.c_str());

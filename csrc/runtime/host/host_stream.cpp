@@ -208,7 +208,11 @@ uint64_t HostStream::enqueue(Task task, bool may_block) {
   }
   if (may_block && !on_worker_thread && caller_task_scopes == 0) {
     const uint64_t queued = submitted_.load();
-    if (queued - completed_.load() >= kMaxQueueDepth) {
+    // completed_ is the running thread's line: read only when the queue may
+    // be full by what was seen before (the count only grows).
+    if (queued - completed_seen_.load(std::memory_order_relaxed) >=
+            kMaxQueueDepth &&
+        queued - (completed_seen_ = completed_.load()) >= kMaxQueueDepth) {
       // Backpressure. The caller runs pending tasks itself, with its own
       // intra-op pool as CPU eager would, until kResumeDepth are left; then
       // the worker takes the rest while the caller goes on queuing. (A

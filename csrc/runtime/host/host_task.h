@@ -20,7 +20,9 @@
 // Why not larger: the element-wise kernels' argument records (three tensor
 // layouts, 464 bytes) were measured inline too. Moving them into the slot
 // and out to run cost more than the allocation they saved (a queued add
-// took 5% longer), so they stay on the heap, as in std::function.
+// took 5% longer), so they stay on the heap, as in std::function: in task
+// memory (runtime/host/task_memory.h), which hands the worker's frees back
+// to the submitting thread rather than to malloc.
 
 #include <c10/util/Exception.h>
 
@@ -31,6 +33,8 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "runtime/host/task_memory.h"
 
 namespace torch_infini::runtime::host {
 
@@ -52,7 +56,7 @@ class Task {
       new (storage_) Fn(std::forward<F>(fn));
       ops_ = &kOps<Fn>;
     } else {
-      new (storage_) OnHeap<Fn>{std::make_unique<Fn>(std::forward<F>(fn))};
+      new (storage_) OnHeap<Fn>(std::forward<F>(fn));
       ops_ = &kOps<OnHeap<Fn>>;
     }
   }
@@ -108,14 +112,38 @@ class Task {
         std::is_nothrow_move_constructible_v<Fn>;
   }
 
-  // A callable too large to keep inline (or that may throw when moved).
+  // A callable too large to keep inline (or that may throw when moved), in
+  // task memory (runtime/host/task_memory.h): made on the submitting thread,
+  // destroyed on the worker, and its block handed back rather than freed.
   template <typename Fn>
   struct OnHeap {
-    std::unique_ptr<Fn> fn;
-    OnHeap(std::unique_ptr<Fn> f) : fn(std::move(f)) {}  // NOLINT
-    OnHeap(const OnHeap& other) : fn(std::make_unique<Fn>(*other.fn)) {}
+    struct Destroy {
+      void operator()(Fn* fn) const noexcept {
+        fn->~Fn();
+        task_memory::deallocate(fn, sizeof(Fn));
+      }
+    };
+    template <typename... Args>
+    static std::unique_ptr<Fn, Destroy> make(Args&&... args) {
+      void* block = task_memory::allocate(sizeof(Fn));
+      try {
+        return std::unique_ptr<Fn, Destroy>(
+            new (block) Fn(std::forward<Args>(args)...));
+      } catch (...) {
+        task_memory::deallocate(block, sizeof(Fn));
+        throw;
+      }
+    }
+
+    template <typename F,
+              typename = std::enable_if_t<
+                  !std::is_same_v<std::decay_t<F>, OnHeap>>>
+    explicit OnHeap(F&& f) : fn(make(std::forward<F>(f))) {}
+    OnHeap(const OnHeap& other) : fn(make(*other.fn)) {}
     OnHeap(OnHeap&&) noexcept = default;
     void operator()() { (*fn)(); }
+
+    std::unique_ptr<Fn, Destroy> fn;
   };
 
   struct Ops {
