@@ -48,7 +48,8 @@ Refusals& refusals() {
   return instance;
 }
 
-std::string refusal_of(const std::string& backend) {
+// Used only where the Infini stack is compiled in.
+[[maybe_unused]] std::string refusal_of(const std::string& backend) {
   auto& r = refusals();
   std::lock_guard<std::mutex> guard(r.mutex);
   const auto it = r.by_backend.find(backend);
