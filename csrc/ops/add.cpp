@@ -134,7 +134,7 @@ at::Tensor& add_into(const at::Tensor& self_in, const at::Tensor& other_in,
       other.is_contiguous()) {
     // The common case, without building a TensorIterator: CPU gives a
     // contiguous output for contiguous operands of one shape.
-    out = at::empty(self.sizes(), self.options());
+    out = empty_on_current_device(self.sizes(), self.scalar_type());
   } else {
     build_output(self, other, out, has_out);
   }

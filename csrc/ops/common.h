@@ -42,6 +42,9 @@ at::Tensor host_alias(const at::Tensor& t);
 at::Tensor empty_strided_on_current_device(at::IntArrayRef size,
                                            at::IntArrayRef stride,
                                            at::ScalarType dtype);
+// The same, contiguous; as CPU's kernels make their outputs, not filled
+// under deterministic algorithms (at::empty is).
+at::Tensor empty_on_current_device(at::IntArrayRef size, at::ScalarType dtype);
 
 // The provider handle of the current stream of `device`.
 runtime::StreamHandle current_native_stream(c10::DeviceIndex device);

@@ -47,6 +47,12 @@ at::Tensor empty_strided_on_current_device(at::IntArrayRef size,
                                            dtype);
 }
 
+at::Tensor empty_on_current_device(at::IntArrayRef size, at::ScalarType dtype) {
+  constexpr c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
+  return at::detail::empty_generic(size, allocator::get(), ks, dtype,
+                                   std::nullopt);
+}
+
 namespace {
 
 c10::DeviceIndex target_device(std::optional<at::Device> device) {
