@@ -369,6 +369,14 @@ bool HostStream::query() {
 }
 
 void HostStream::wake_deferred() {
+  // A look without the lock first: an awake worker takes the pending work by
+  // itself, and taking the lock here met the worker taking it to run that
+  // work (a loop of event record + query slept and woke on the lock's futex
+  // every few calls). A worker that falls asleep just after this look still
+  // takes a lone deferred task at its next check (kDeferredCheck).
+  if (!worker_sleeping_.load(std::memory_order_relaxed)) {
+    return;
+  }
   bool wake = false;
   {
     std::lock_guard<std::mutex> guard(mutex_);

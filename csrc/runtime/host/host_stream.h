@@ -135,7 +135,8 @@ class HostStream {
   TaskRing<QueuedTask> queue_;  // no allocation per task: see host_task.h
   // Wake-ups are system calls: signal the worker only when it sleeps, and
   // waiters only when there are any, so a busy queue runs without them.
-  bool worker_sleeping_ = false;
+  // Atomic for wake_deferred()'s look without the lock.
+  std::atomic<bool> worker_sleeping_{false};
   bool worker_polling_ = false;  // sleeping, but checking by itself soon
   // Deferred wake-ups: set while callers wait for each task right after
   // queuing it (a loop of small synchronous ops, of .item() calls) and so
