@@ -149,6 +149,30 @@ def test_cpu_tensors_are_not_cast_by_infini_autocast():
         assert torch.mm(torch.ones(2, 2), torch.ones(2, 2)).dtype == torch.float32
 
 
+@pytest.mark.parametrize("op", ["mm", "linear", "conv1d"])
+def test_infini_tensors_are_not_cast_by_cpu_autocast(op):
+    # The mirror of the test above, as CUDA has it: torch.autocast("cpu")
+    # leaves a CUDA call alone. On the host runtime the CPU kernel run for an
+    # infini call must not see the caller's CPU autocast either (its first
+    # call, run directly, once returned bfloat16 and left its kind's later
+    # calls failing at the next synchronization).
+    needs_kernels({"mm": "aten::mm", "linear": "aten::addmm", "conv1d": "aten::convolution_overrideable"}[op])
+    call = {
+        "mm": lambda a: torch.mm(a, a),
+        "linear": lambda a: F.linear(a, a, a[0]),
+        "conv1d": lambda a: F.conv1d(a.unsqueeze(0), a.unsqueeze(-1)),
+    }[op]
+    a = t(4, 4)
+    want = call(a.cpu())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert call(a.cpu()).dtype == torch.bfloat16  # the region is on
+        for _ in range(3):  # the first call of its kind, then later ones
+            out = unserved_skips(lambda: call(a))
+            assert out.dtype == torch.float32
+            assert torch.equal(out.cpu(), want)
+    torch.infini.synchronize()
+
+
 def test_disabled_and_nested_regions():
     needs_kernels("aten::mm")
     a = t(3, 3)

@@ -14,6 +14,7 @@
 
 #include "runtime/device_trace.h"
 #include "runtime/host/host_aliases.h"
+#include "runtime/host/kernel_state.h"
 #include "runtime/host/memory_protection.h"
 #include "runtime/ivalue_tensors.h"
 #include "runtime/layout_cache.h"
@@ -102,6 +103,7 @@ bool needs_direct_run(const Plan& plan, c10::ArrayRef<c10::IValue> args,
 // The caller has synchronized the stream.
 void run_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
   DeviceMemoryAccess direct_run;  // a kernel, run on the calling thread
+  KernelThreadState as_a_task;  // not the caller's autocast, modes, profiler
   Aliases aliases;
   for (c10::IValue& value : stack) {
     value = aliases.convert(value);

@@ -16,6 +16,7 @@
 #include "runtime/device_trace.h"
 #include "runtime/host/denormal_mode.h"
 #include "runtime/host/host_graph.h"
+#include "runtime/host/kernel_state.h"
 #include "runtime/host/memory_protection.h"
 #include "runtime/env.h"
 
@@ -76,54 +77,18 @@ thread_local bool on_worker_thread = false;
 // while this stream's execution is owned could close a cycle of waits).
 thread_local int caller_task_scopes = 0;
 
-// The thread-local state a task runs in on a waiting caller: a fresh
-// thread's, which is what the worker has. The caller may be under no_grad,
-// inference_mode, autocast, a TorchDispatchMode or a functorch transform
-// (thread-local dispatch keys and autograd flags), or under a profiler (its
-// thread-local RecordFunction callbacks); a task's CPU kernel must see none
-// of them (a Python mode would even be entered without the GIL, and the
-// profiler would record the caller's op a second time, inside its kernel).
-// Global RecordFunction callbacks still apply, as they do on the worker.
-// OpenMP's per-thread settings stay the caller's: its kernels then use the
-// caller's intra-op threads, as CPU eager would (see worker_intra_op_threads).
+// The state a task runs in on a waiting caller: a fresh thread's, as on
+// the worker (runtime/host/kernel_state.h), counted for enqueue().
 class TaskScope {
  public:
-  TaskScope()
-      : keys_(c10::default_included_set, c10::default_excluded_set),
-        state_(c10::AutogradState::get_tls_state()),
-        grad_mode_(state_.get_grad_mode()),
-        inference_mode_(state_.get_inference_mode()),
-        fw_grad_mode_(state_.get_fw_grad_mode()) {
-    if (at::hasThreadLocalCallbacks()) {  // a copy only under a profiler
-      record_functions_.emplace(at::get_record_function_tls_());
-      at::set_record_function_tls_(at::RecordFunctionTLS());
-    }
-    state_.set_grad_mode(true);
-    state_.set_inference_mode(false);
-    state_.set_fw_grad_mode(true);
-    ++caller_task_scopes;
-  }
-  ~TaskScope() {
-    --caller_task_scopes;
-    if (record_functions_) {
-      at::set_record_function_tls_(*record_functions_);
-    }
-    state_.set_grad_mode(grad_mode_);
-    state_.set_inference_mode(inference_mode_);
-    state_.set_fw_grad_mode(fw_grad_mode_);
-  }
+  TaskScope() { ++caller_task_scopes; }
+  ~TaskScope() { --caller_task_scopes; }
   TaskScope(const TaskScope&) = delete;
   TaskScope& operator=(const TaskScope&) = delete;
 
  private:
-  c10::impl::ForceDispatchKeyGuard keys_;
-  c10::AutogradState& state_;
-  const bool grad_mode_;
-  const bool inference_mode_;
-  const bool fw_grad_mode_;
-  std::optional<at::RecordFunctionTLS> record_functions_;  // the caller's
+  KernelThreadState state_;
 };
-
 
 // Runs one task; returns what it raised (empty when it succeeded). The one
 // place a stream's task runs, on the worker or on a waiting caller.

@@ -14,7 +14,7 @@
 // a loaded machine no wake-up of a descheduled worker. A worker that finishes a task while a caller waits
 // leaves it the rest, which then run with the caller's intra-op threads, as
 // in CPU eager (see worker_intra_op_threads in host_stream.cpp). Either way the task sees the same thread-local state
-// (see TaskScope in host_stream.cpp), errors are sticky the same way, and
+// (see runtime/host/kernel_state.h), errors are sticky the same way, and
 // events take their timestamps when their position is reached.
 
 #include <atomic>
