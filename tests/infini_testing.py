@@ -20,6 +20,14 @@ def hold(stream: torch.Stream, ms: float) -> None:
         pytest.skip("the active provider cannot queue a timed wait on a stream")
 
 
+def calls_run_at_once(stream: torch.Stream | None = None) -> int:
+    """How many calls queued on ``stream`` (the current one by default) ran
+    at once on their calling thread instead (the host runtime's
+    ``HostStream::run_now``; 0 on the Infini stack)."""
+    s = stream if stream is not None else torch.infini.current_stream()
+    return torch_infini._C._test_calls_run_at_once(s.stream_id, s.device_index)
+
+
 def drain_async_errors() -> None:
     """Report (and so clear) whatever asynchronous error is left on the
     device: a sticky error is raised once per synchronize, so a few tries

@@ -18,7 +18,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_infini  # noqa: F401
-from infini_testing import drain_async_errors, hold, on_host
+from infini_testing import calls_run_at_once, drain_async_errors, hold, on_host
 from hang_guard import HANG_GUARD_S
 
 DEV = torch.device("infini:0")
@@ -221,7 +221,13 @@ def queue_one(op: str):
     da = a.to(DEV)
     OPS[op](da).cpu()  # the kind's first call, run directly
     OPS[op](da).cpu()  # a lone task waited for: the next one is left pending
-    return OPS[op](da), OPS[op](a)
+    # Something queued in between, so that the op is queued, not run at once
+    # (test_calls_run_at_once.py has the calls run at once).
+    torch.infini.current_stream().record_event()
+    ran_at_once = calls_run_at_once()
+    got = OPS[op](da)
+    assert calls_run_at_once() == ran_at_once
+    return got, OPS[op](a)
 
 
 @pytest.mark.parametrize("op", sorted(OPS))

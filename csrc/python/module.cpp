@@ -394,6 +394,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return runtime::provider().enqueue_delay(s.device_index(),
                                              native_stream(s), ms);
   }, "Test hook: queue a host-side wait of `ms` on a stream.");
+  m.def("_test_calls_run_at_once", [](int64_t id, int64_t d) {
+    const c10::Stream s = unpack_stream(id, d);
+    check_stream(s);
+    return runtime::provider().calls_run_at_once(s.device_index(),
+                                                 native_stream(s));
+  }, "Test hook: how many calls queued on a stream ran at once instead.");
   m.def("_profiler_device_tracing", &profiler::tracing,
         "Whether a profiler is tracing device work (kernels and copies).");
 

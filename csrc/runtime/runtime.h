@@ -165,6 +165,13 @@ class Provider {
   // hold a queue busy deterministically. Returns false where the backend
   // cannot queue host work (the Infini stack).
   virtual bool enqueue_delay(int device, StreamHandle stream, double ms) = 0;
+
+  // Test hook: how many calls queued on `stream` ran at once on the calling
+  // thread instead (runtime/host/host_stream.h, HostStream::run_now); 0
+  // where the provider never does that.
+  virtual uint64_t calls_run_at_once(int /*device*/, StreamHandle /*stream*/) {
+    return 0;
+  }
 };
 
 // The provider selected for this process (selected on first use). Raises in

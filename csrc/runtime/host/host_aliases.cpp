@@ -8,27 +8,69 @@
 
 namespace torch_infini::runtime::host {
 
+TensorLayout TensorLayout::of(const at::Tensor& t) {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  const c10::Storage& storage = impl->unsafe_storage();
+  TensorLayout layout;
+  layout.impl = impl;
+  layout.storage = storage.unsafeGetStorageImpl();
+  layout.storage_data = storage.mutable_data();
+  layout.storage_nbytes = storage.nbytes();
+  layout.sizes = impl->sizes();
+  layout.strides = impl->strides();
+  layout.offset = impl->storage_offset();
+  layout.dtype = impl->dtype();
+  layout.conj = impl->is_conj();
+  layout.neg = impl->is_neg();
+  return layout;
+}
+
 TensorSnapshot TensorSnapshot::of(const at::Tensor& t) {
   TensorSnapshot s;
   if (!t.defined() || t.device().is_cpu()) {
     s.kept = t;
     return s;
   }
-  s.impl = t.unsafeGetTensorImpl();
-  s.storage = t.storage().unsafeGetStorageImpl();
-  s.storage_data = t.storage().mutable_data();
-  s.storage_nbytes = t.storage().nbytes();
-  s.sizes.assign(t.sizes().begin(), t.sizes().end());
-  s.strides.assign(t.strides().begin(), t.strides().end());
-  s.offset = t.storage_offset();
-  s.dtype = t.dtype();
-  s.conj = t.is_conj();
-  s.neg = t.is_neg();
+  const TensorLayout layout = TensorLayout::of(t);
+  s.impl = layout.impl;
+  s.storage = layout.storage;
+  s.storage_data = layout.storage_data;
+  s.storage_nbytes = layout.storage_nbytes;
+  s.sizes.assign(layout.sizes.begin(), layout.sizes.end());
+  s.strides.assign(layout.strides.begin(), layout.strides.end());
+  s.offset = layout.offset;
+  s.dtype = layout.dtype;
+  s.conj = layout.conj;
+  s.neg = layout.neg;
   return s;
 }
 
-at::Tensor AliasPool::take(const TensorSnapshot& t) {
-  for (const Entry& entry : entries_) {
+TensorLayout TensorSnapshot::layout() const {
+  TensorLayout layout;
+  layout.impl = impl;
+  layout.storage = storage;
+  layout.storage_data = storage_data;
+  layout.storage_nbytes = storage_nbytes;
+  layout.sizes = sizes;
+  layout.strides = strides;
+  layout.offset = offset;
+  layout.dtype = dtype;
+  layout.conj = conj;
+  layout.neg = neg;
+  return layout;
+}
+
+size_t AliasPool::place_of(const void* data) {
+  // Device blocks lie at least 512 bytes apart (the allocator's rounding):
+  // the bits above that, folded, spread a loop's few tensors.
+  const auto address = reinterpret_cast<uintptr_t>(data);
+  return ((address >> 9) ^ (address >> 13)) & (kSize - 1);
+}
+
+at::Tensor AliasPool::take(const TensorLayout& t) {
+  const size_t first = place_of(t.storage_data);
+  for (size_t k = 0; k < 2; ++k) {
+    const Entry& entry = entries_[(first + k) & (kSize - 1)];
     const at::Tensor& alias = entry.alias;
     if (!alias.defined() || alias.use_count() != 1) {
       continue;
@@ -38,8 +80,7 @@ at::Tensor AliasPool::take(const TensorSnapshot& t) {
     if (storage.data() == t.storage_data &&
         storage.nbytes() == t.storage_nbytes && storage.use_count() == 1 &&
         impl.dtype() == t.dtype && impl.storage_offset() == t.offset &&
-        impl.sizes() == c10::IntArrayRef(t.sizes) &&
-        impl.strides() == c10::IntArrayRef(t.strides) &&
+        impl.sizes() == t.sizes && impl.strides() == t.strides &&
         impl.key_set() == entry.keys &&
         impl.autograd_meta() == nullptr) {
       return alias;
@@ -49,15 +90,18 @@ at::Tensor AliasPool::take(const TensorSnapshot& t) {
 }
 
 void AliasPool::keep(const at::Tensor& alias) {
-  for (size_t tried = 0; tried < kSize; ++tried) {
-    Entry& entry = entries_[next_];
-    next_ = (next_ + 1) % kSize;
+  const size_t first = place_of(alias.storage().data());
+  // The first of the two places that nothing else uses, else the first.
+  Entry* chosen = &entries_[first];
+  for (size_t k = 0; k < 2; ++k) {
+    Entry& entry = entries_[(first + k) & (kSize - 1)];
     if (!entry.alias.defined() || entry.alias.use_count() == 1) {
-      entry.alias = alias;
-      entry.keys = alias.key_set();
-      return;
+      chosen = &entry;
+      break;
     }
   }
+  chosen->alias = alias;
+  chosen->keys = alias.key_set();
 }
 
 AliasPool& thread_alias_pool() {
@@ -76,13 +120,17 @@ at::Tensor Aliases::of(const at::Tensor& t) {
   if (!t.defined() || t.device().is_cpu()) {
     return t;
   }
-  return of(TensorSnapshot::of(t));
+  return of(TensorLayout::of(t));
 }
 
 at::Tensor Aliases::of(const TensorSnapshot& t) {
   if (t.impl == nullptr) {
     return t.kept;
   }
+  return of(t.layout());
+}
+
+at::Tensor Aliases::of(const TensorLayout& t) {
   // The same device tensor twice (mul.out(x, 2, out=x)): one alias, so that
   // the CPU kernel sees one tensor, as CPU's would (resizing its output
   // resizes its input too).

@@ -22,6 +22,24 @@
 
 namespace torch_infini::runtime::host {
 
+// A device tensor's layout, as an alias is built from it: a snapshot's, or
+// a live tensor's (a call run at once takes no snapshot).
+struct TensorLayout {
+  const c10::TensorImpl* impl = nullptr;  // identity: the same tensor twice
+  const c10::StorageImpl* storage = nullptr;  // identity: shared memory
+  void* storage_data = nullptr;
+  size_t storage_nbytes = 0;
+  c10::IntArrayRef sizes;
+  c10::IntArrayRef strides;
+  int64_t offset = 0;
+  caffe2::TypeMeta dtype;
+  bool conj = false;
+  bool neg = false;
+
+  // `t`: a defined device tensor, which must outlive the layout.
+  static TensorLayout of(const at::Tensor& t);
+};
+
 // A device tensor's layout when its call was queued. Its memory stays alive
 // for the stream's queued work through the allocator (as for every queued
 // kernel); the tensor itself is not kept, so its metadata may change, or it
@@ -41,6 +59,8 @@ struct TensorSnapshot {
   at::Tensor kept;  // undefined and CPU tensors: passed as they are
 
   static TensorSnapshot of(const at::Tensor& t);
+  // Its layout (impl != nullptr), valid while the snapshot lives.
+  TensorLayout layout() const;
 };
 
 // A thread's aliases of earlier queued calls, taken again by a later call
@@ -54,21 +74,24 @@ struct TensorSnapshot {
 // kernel that kept, resized, restrided or flipped a bit of its alias only
 // makes the next call build a new one. One pool per thread (the stream's
 // worker, or a caller running queued work while it waits): no locks.
+// Looked up by the memory's address: an alias can be in one of two places,
+// so a lookup reads two entries, not the whole pool.
 class AliasPool {
  public:
   // An alias of `t` to take, or an undefined tensor.
-  at::Tensor take(const TensorSnapshot& t);
+  at::Tensor take(const TensorLayout& t);
   // Offers a new alias to later calls (in place of one nothing uses).
   void keep(const at::Tensor& alias);
 
  private:
-  static constexpr size_t kSize = 16;
+  static constexpr size_t kSize = 16;  // a power of two
   struct Entry {
     at::Tensor alias;
     c10::DispatchKeySet keys;  // as built: CPU, and its conj/neg bits
   };
+  // The first of the two entries for memory at `data`.
+  static size_t place_of(const void* data);
   std::array<Entry, kSize> entries_;
-  size_t next_ = 0;
 };
 
 // The calling thread's pool.
@@ -87,6 +110,8 @@ class Aliases {
   at::Tensor of(const TensorSnapshot& t);
 
  private:
+  at::Tensor of(const TensorLayout& t);
+
   AliasPool* pool_;
   c10::SmallVector<std::pair<const c10::TensorImpl*, at::Tensor>, 6> tensors_;
   // A call has a few storages: a linear search beats hashing, and a small

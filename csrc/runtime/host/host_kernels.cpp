@@ -163,6 +163,9 @@ class HeldWarnings final : public c10::WarningHandler {
   std::vector<c10::Warning> held_;
 };
 
+// Builds a call's stack of CPU aliases again, with fresh aliases.
+using FreshArgs = c10::function_ref<torch::jit::Stack(Aliases&)>;
+
 // Runs `twin`, an out= overload standing in for a functional one, with
 // `args` (the functional's arguments, then its outputs). A twin that did not
 // write its outputs in place is not equivalent to the functional overload
@@ -171,7 +174,7 @@ class HeldWarnings final : public c10::WarningHandler {
 // outputs, and the operator is marked so that later calls queue the
 // functional overload.
 void run_twin(const c10::OperatorHandle& twin, const TwinOf& of,
-              const QueuedArgs& queued, torch::jit::Stack args) {
+              FreshArgs fresh_args, torch::jit::Stack args) {
   const WrittenArgs written(twin.schema(), args);
   HeldWarnings warnings;
   {
@@ -184,7 +187,7 @@ void run_twin(const c10::OperatorHandle& twin, const TwinOf& of,
   }
   of.refuted->store(true, std::memory_order_relaxed);
   Aliases fresh;
-  torch::jit::Stack functional_args = queued.stack(fresh);
+  torch::jit::Stack functional_args = fresh_args(fresh);
   functional_args.resize(of.functional.schema().arguments().size());
   of.functional.callBoxed(functional_args);
   written.copy_home(of.functional.operator_name(),
@@ -233,6 +236,16 @@ bool add_small_dense(const AddArgs& args) {
   }
 }
 
+void run_add(const AddArgs& args) {
+  if (add_small_dense(args)) {
+    return;
+  }
+  // Plain CPU compute: skip autograd and view tracking.
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  at::Tensor out = alias(args.out);
+  at::add_out(out, alias(args.self), alias(args.other), args.alpha);
+}
+
 // Every dtype of the device's own kernels here: PyTorch's numeric types,
 // bool and the complex types (the add kernel hands bool and complex calls to
 // the generic kernel, which runs CPU's).
@@ -244,17 +257,18 @@ std::vector<c10::ScalarType> host_dtypes() {
   return dtypes;
 }
 
-// A queued call of the generic kernel, run where the stream runs it.
-void run_queued(const c10::OperatorHandle& op, const QueuedArgs& args_of_call,
-                const std::optional<TwinOf>& twin_of) {
-  Aliases aliases(&thread_alias_pool());
-  torch::jit::Stack args = args_of_call.stack(aliases);
+// A call of the generic kernel, run where the stream runs it: `op` over
+// `args`, CPU aliases of its device tensors, its results copied into
+// `results_into` (aliases of the outputs of a functional overload).
+void run_on_aliases(const c10::OperatorHandle& op, torch::jit::Stack args,
+                    c10::ArrayRef<at::Tensor> results_into,
+                    const std::optional<TwinOf>& twin_of,
+                    FreshArgs fresh_args) {
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   if (twin_of) {
-    run_twin(op, *twin_of, args_of_call, std::move(args));
+    run_twin(op, *twin_of, fresh_args, std::move(args));
     return;
   }
-  const auto results_into = args_of_call.results(aliases);
   WrittenArgs written(op.schema(), args);
   op.callBoxed(args);
   written.finish(op.operator_name());
@@ -280,6 +294,47 @@ void run_queued(const c10::OperatorHandle& op, const QueuedArgs& args_of_call,
                 "shape depends on the data); please report it");
     into.copy_(results[i]);
   }
+}
+
+// A queued call, from the snapshots taken when it was queued.
+void run_queued(const c10::OperatorHandle& op, const QueuedArgs& queued,
+                const std::optional<TwinOf>& twin_of) {
+  Aliases aliases(&thread_alias_pool());
+  torch::jit::Stack args = queued.stack(aliases);
+  run_on_aliases(op, std::move(args), queued.results(aliases), twin_of,
+                 [&queued](Aliases& fresh) { return queued.stack(fresh); });
+}
+
+// `args` with their device tensors replaced by aliases.
+torch::jit::Stack alias_stack(const torch::jit::Stack& args, Aliases& aliases) {
+  torch::jit::Stack stack;
+  stack.reserve(args.size());
+  for (const c10::IValue& value : args) {
+    stack.push_back(aliases.convert(value));
+  }
+  return stack;
+}
+
+// A call run at once (HostStream::run_now), from its own tensors.
+void run_call_now(const AtenCall& call) {
+  Aliases aliases(&thread_alias_pool());
+  torch::jit::Stack args = alias_stack(call.args, aliases);
+  c10::SmallVector<at::Tensor, 3> results_into;
+  for (const at::Tensor& t : call.results_into) {
+    results_into.push_back(aliases.of(t));
+  }
+  run_on_aliases(call.op, std::move(args), results_into, call.twin_of,
+                 [&call](Aliases& fresh) {
+                   return alias_stack(call.args, fresh);
+                 });
+}
+
+// What a generic-kernel call raised where it ran, for a later
+// synchronization: the message names the operator that failed, as the call
+// is long gone.
+[[noreturn]] void rethrow_as_call_error(const c10::OperatorHandle& op,
+                                        const c10::Error& e) {
+  TORCH_CHECK(false, op.operator_name(), ": ", e.what_without_backtrace());
 }
 
 class HostKernels final : public OpKernels {
@@ -325,9 +380,21 @@ class HostKernels final : public OpKernels {
   void serve(GenericCall& call) override { serve_directly_first(call); }
 
   AtenLaunch aten(int device, StreamHandle stream, AtenCall& call) override {
-    // The aliases are made where the call runs (see host_aliases.h). The
-    // call is made once on the heap and shared by the task and its copies (a
-    // captured graph's replays), never moved.
+    HostStream& host_stream = provider_.stream(device, stream);
+    // Where the caller waits for its work as it queues it: run at once, from
+    // the call's own tensors (see HostStream::run_now).
+    if (host_stream.run_now([&call] {
+          try {
+            run_call_now(call);
+          } catch (const c10::Error& e) {
+            rethrow_as_call_error(call.op, e);
+          }
+        })) {
+      return {};
+    }
+    // Queued: the aliases are made where the call runs (see
+    // host_aliases.h). The call is made once on the heap and shared by the
+    // task and its copies (a captured graph's replays), never moved.
     struct Queued {
       explicit Queued(AtenCall& call)
           : op(call.op),
@@ -344,17 +411,13 @@ class HostKernels final : public OpKernels {
     const c10::OperatorName& name = call.op.operator_name();
     profiler::TaskLabel label(name.name.c_str(), profiler::WorkKind::kKernel,
                               device, stream, name.overload_name.c_str());
-    provider_.stream(device, stream)
-        .enqueue([queued = std::move(queued)] {
-          try {
-            run_queued(queued->op, queued->args, queued->twin_of);
-          } catch (const c10::Error& e) {
-            // Raised at a later synchronization: the message names the
-            // operator that failed, as the call is long gone.
-            TORCH_CHECK(false, queued->op.operator_name(), ": ",
-                        e.what_without_backtrace());
-          }
-        });
+    host_stream.enqueue([queued = std::move(queued)] {
+      try {
+        run_queued(queued->op, queued->args, queued->twin_of);
+      } catch (const c10::Error& e) {
+        rethrow_as_call_error(queued->op, e);
+      }
+    });
     return {};  // ATen's CPU kernels run every call the ops layer accepts
   }
 
@@ -399,17 +462,13 @@ class HostKernels final : public OpKernels {
   }
 
   void add(int device, StreamHandle stream, const AddArgs& args) override {
+    HostStream& host_stream = provider_.stream(device, stream);
+    if (host_stream.run_now([&args] { run_add(args); })) {
+      return;
+    }
     profiler::TaskLabel label("aten::add", profiler::WorkKind::kKernel, device,
                               stream);
-    provider_.stream(device, stream).enqueue([args] {
-      if (add_small_dense(args)) {
-        return;
-      }
-      // Plain CPU compute: skip autograd and view tracking on the worker.
-      at::AutoDispatchBelowADInplaceOrView below_autograd;
-      at::Tensor out = alias(args.out);
-      at::add_out(out, alias(args.self), alias(args.other), args.alpha);
-    });
+    host_stream.enqueue([args] { run_add(args); });
   }
 
  private:

@@ -325,4 +325,8 @@ bool HostProvider::enqueue_delay(int device, StreamHandle handle, double ms) {
   return true;
 }
 
+uint64_t HostProvider::calls_run_at_once(int device, StreamHandle handle) {
+  return stream(device, handle).ran_now();
+}
+
 }  // namespace torch_infini::runtime::host

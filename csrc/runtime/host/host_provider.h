@@ -73,6 +73,7 @@ class HostProvider final : public Provider {
 
   OpKernels& kernels() override;
   bool enqueue_delay(int device, StreamHandle stream, double ms) override;
+  uint64_t calls_run_at_once(int device, StreamHandle stream) override;
   int kernel_threads() const override;
 
   // The queue behind a handle (nullptr is the device's default stream).

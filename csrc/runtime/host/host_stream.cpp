@@ -77,8 +77,9 @@ thread_local bool on_worker_thread = false;
 // while this stream's execution is owned could close a cycle of waits).
 thread_local int caller_task_scopes = 0;
 
-// The state a task runs in on a waiting caller: a fresh thread's, as on
-// the worker (runtime/host/kernel_state.h), counted for enqueue().
+// The state a task runs in on a caller (a waiting one, or one running it at
+// once): a fresh thread's, as on the worker (runtime/host/kernel_state.h),
+// counted for enqueue().
 class TaskScope {
  public:
   TaskScope() { ++caller_task_scopes; }
@@ -91,8 +92,9 @@ class TaskScope {
 };
 
 // Runs one task; returns what it raised (empty when it succeeded). The one
-// place a stream's task runs, on the worker or on a waiting caller.
-std::string execute(Task& task) {
+// place a stream's task runs: on the worker, on a waiting caller, or on a
+// caller that runs it at once (run_now).
+std::string execute(c10::function_ref<void()> task) {
   try {
     task();
   } catch (const c10::Error& e) {
@@ -213,6 +215,7 @@ uint64_t HostStream::push(Task&& task) {
     slot.denormals = denormals;
     ticket = ++submitted_;
     last_enqueue_ = now;
+    run_now_allowed_.store(false, std::memory_order_relaxed);
     // Deferred: a lone task is likely the one its submitter is about to wait
     // for (and run itself); a second one behind it means work to overlap.
     // Only a polling worker may be left asleep (it checks by itself soon).
@@ -238,22 +241,28 @@ bool HostStream::reached(uint64_t ticket) {
 }
 
 void HostStream::wait_for(uint64_t ticket) {
-  if (ticket == submitted_.load() && ticket <= completed_.load() + 1 &&
-      !defer_wakes_.load() &&
-      Clock::now().time_since_epoch().count() - last_enqueue_.load() <
-          std::chrono::duration_cast<Clock::duration>(kSpin).count()) {
-    // Waiting, right after queuing it, for a lone task (a small synchronous
-    // op, an .item()), even one the worker has already run: the next such
-    // task is better run here than handed to the worker. (A task waited for
-    // long after it was queued, such as a copy on a side stream, is work to
-    // overlap.) A hint, so set without the lock.
-    defer_wakes_ = true;
+  if (ticket == submitted_.load() && ticket <= completed_.load() + 1) {
+    // Waiting for a lone task, the last one queued (a small synchronous op,
+    // an .item()), even one already run: the next task may run at once
+    // (run_now). A hint, so set without the lock.
+    if (!run_now_allowed_.load(std::memory_order_relaxed)) {
+      run_now_allowed_ = true;
+    }
+    if (!defer_wakes_.load(std::memory_order_relaxed) &&
+        Clock::now().time_since_epoch().count() - last_enqueue_.load() <
+            std::chrono::duration_cast<Clock::duration>(kSpin).count()) {
+      // And right after queuing it: the next such task is better run here
+      // than handed to the worker. (A task waited for long after it was
+      // queued, such as a copy on a side stream, is work to overlap.)
+      defer_wakes_ = true;
+    }
   }
   if (completed_.load() >= ticket) {
     return;
   }
   std::optional<TaskScope> scope;  // opened before the first task run here
   std::unique_lock<std::mutex> lock(mutex_);
+  bool ran_last = false;  // whether this thread ran the last task it waited for
   while (completed_.load() < ticket) {
     if (can_take()) {
       // Nobody runs the pending tasks (the worker sleeps, or has not got to
@@ -262,8 +271,10 @@ void HostStream::wait_for(uint64_t ticket) {
         scope.emplace();
       }
       run_front(lock);
+      ran_last = true;
       continue;
     }
+    ran_last = false;
     // Another thread runs a task of this stream. The worker hands the rest
     // over when it has finished it (see run()), so that they run here, with
     // this thread's intra-op pool, as in CPU eager: wait for that (spinning
@@ -280,6 +291,13 @@ void HostStream::wait_for(uint64_t ticket) {
       --sync_waiters_;
     }
     --callers_waiting_;
+  }
+  if (ran_last && !on_worker_thread && completed_.load() == submitted_.load()) {
+    // This caller ran its work itself, to the end of the queue (the worker
+    // left it to the caller, as it does for a caller waiting for each of
+    // its calls, or for the reads of their results): the next call may run
+    // at once too.
+    run_now_allowed_ = true;
   }
   // Tasks queued after `ticket` (by other threads) are the worker's again.
   const bool wake = worker_sleeping_ && !queue_.empty() && !executing_;
@@ -375,6 +393,11 @@ void HostStream::run_front(std::unique_lock<std::mutex>& lock) {
   // that synchronize() really means "nothing of it is left".
   task = nullptr;
   lock.lock();
+  complete(lock, ticket, failure);
+}
+
+void HostStream::complete(std::unique_lock<std::mutex>& /*lock*/,
+                          uint64_t ticket, const std::string& failure) {
   // The error before the completion: query() and event queries read
   // completed_ and has_error_ without the lock, and a caller that sees the
   // task completed must see its error (it once saw the completion alone,
@@ -390,6 +413,46 @@ void HostStream::run_front(std::unique_lock<std::mutex>& lock) {
   if (sync_waiters_ > 0) {
     done_cv_.notify_all();
   }
+}
+
+bool HostStream::run_now(c10::function_ref<void()> work) {
+  // The look without the lock first: the common answer, for work queued
+  // ahead, is no.
+  if (!run_now_allowed_.load(std::memory_order_relaxed) || on_worker_thread ||
+      caller_task_scopes > 0 || launch_blocking_ ||
+      capture_.load(std::memory_order_acquire) != nullptr ||
+      profiler::tracing()) {
+    return false;
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!run_now_allowed_ || !queue_.empty() || executing_ ||
+      capture_.load() != nullptr) {
+    return false;
+  }
+  run_now_allowed_ = false;
+  ran_now_.store(ran_now_.load(std::memory_order_relaxed) + 1,
+                 std::memory_order_relaxed);
+  // Execution ownership, as run_front takes it: the worker and waiting
+  // callers start nothing of this stream until complete().
+  executing_ = true;
+  const uint64_t ticket = ++submitted_;
+  last_enqueue_ = Clock::now().time_since_epoch().count();
+  lock.unlock();
+  std::string failure;
+  {
+    TaskScope scope;
+    DeviceMemoryAccess runtime_work;  // the mode's one door
+    failure = execute(work);
+  }
+  lock.lock();
+  complete(lock, ticket, failure);
+  // Tasks other threads queued meanwhile are the worker's.
+  const bool wake = worker_sleeping_ && can_take();
+  lock.unlock();
+  if (wake) {
+    work_cv_.notify_one();
+  }
+  return true;
 }
 
 void HostStream::run() {

@@ -26,6 +26,8 @@
 #include <string>
 #include <thread>
 
+#include <c10/util/FunctionRef.h>
+
 #include "runtime/host/host_task.h"
 
 namespace torch_infini::runtime::host {
@@ -60,6 +62,23 @@ class HostStream {
   // Tasks run in submission order. Returns the task's ticket: the stream has
   // run it once completed() reaches it.
   uint64_t enqueue(Task task, bool may_block = true);
+  // Runs `work` now on the calling thread, as the stream's next task, and
+  // returns true; or runs nothing and returns false (then queue it). It runs
+  // now only where the caller waits for its work as it queues it: it waited
+  // for the stream's last task while no other was pending (a loop of small
+  // synchronous ops), or ran the stream's pending tasks itself to the end
+  // of the queue while it waited (the reads of a loop's results, as
+  // .item()), and nothing has been queued since. Once per such wait: work
+  // queued ahead of a later wait stays asynchronous. Never under a graph
+  // capture, a profiler's trace, TORCH_INFINI_LAUNCH_BLOCKING, on a worker,
+  // or inside a task. `work` sees what a queued task sees
+  // (runtime/host/kernel_state.h), and what it raises is the stream's
+  // sticky error, reported at the next synchronization as a queued task's
+  // would be. A queued call snapshots its arguments for the worker; a call
+  // run now skips that (runtime/host/host_kernels.cpp).
+  bool run_now(c10::function_ref<void()> work);
+  // How many tasks run_now() has run.
+  uint64_t ran_now() const { return ran_now_.load(std::memory_order_relaxed); }
   // Queues `task` behind the work queued so far, even while the stream is
   // captured (it is the process's bookkeeping, not the program's work), and
   // never waits: the host runtime releases memory shared between processes
@@ -105,6 +124,11 @@ class HostStream {
   // then records its completion. Called with `lock` held and a task pending
   // that nobody runs; returns with `lock` held.
   void run_front(std::unique_lock<std::mutex>& lock);
+  // Records the completion of the task with `ticket`, run under this
+  // stream's execution ownership, and what it raised (empty: nothing).
+  // Called with `lock` held.
+  void complete(std::unique_lock<std::mutex>& lock, uint64_t ticket,
+                const std::string& failure);
   // Whether the calling thread may start the front task now.
   bool can_take() const { return !executing_ && !queue_.empty(); }
   // Wakes the worker if pending tasks wait for it only because its wake-up
@@ -147,9 +171,14 @@ class HostStream {
   // does not spin. It ends when the worker finds work nobody waits for. See
   // enqueue(), wait_for() and run().
   std::atomic<bool> defer_wakes_{false};
+  // Whether run_now() may run the next task: set by a wait that found the
+  // caller doing its work as it queues it (see run_now), cleared by the
+  // next task queued or run.
+  std::atomic<bool> run_now_allowed_{false};
   // completed_ as a submitter last read it: enqueue() reads completed_ only
   // when this says the queue may be full.
   std::atomic<uint64_t> completed_seen_{0};
+  std::atomic<uint64_t> ran_now_{0};  // written under mutex_
 
   // Written under mutex_ (so condition variables see them consistently), read
   // without it while spinning: alone in its line, which a spinning worker
