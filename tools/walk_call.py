@@ -2,7 +2,7 @@
 """The walk of one call through our C++: which of our functions it enters, in
 which files, in order (issue 45's measure of how far a newcomer has to read).
 
-    python tools/walk_call.py [--case mul|refused] [--json PATH] [--list]
+    python tools/walk_call.py [--case mul|mul_at_once|refused] [--json PATH] [--list]
 
 Needs a debug build (``TORCH_INFINI_DEBUG=1``: ``-O0 -g``, so that no
 function of ours is inlined away) of the checkout it runs from. It runs
@@ -40,6 +40,9 @@ The cases:
 
 * ``mul``: ``torch.mul`` of two 1Ki float32 tensors, a generic-kernel call
   (mul has no kernel of its own);
+* ``mul_at_once``: the same call right after a synchronize, as a loop
+  of small synchronous ops makes it: run at once on the calling thread
+  (``HostStream::run_now``), where ``mul`` is queued;
 * ``refused``: ``torch.erfinv`` of a float32 tensor on the host runtime
   under ``TORCH_INFINI_ENFORCE_BACKEND=nvidia`` (InfiniOps has no native
   kernel for it on NVIDIA, so the call is refused as the stack there would
@@ -75,6 +78,22 @@ second = torch.mul(a, b)
 os.getppid()
 torch.infini.synchronize()
 """,
+    # The same call where its caller waits for each call (a loop of small
+    # synchronous ops): run at once on the calling thread, not queued.
+    "mul_at_once": """
+import os, torch, torch_infini
+a = torch.ones(1024, device="infini"); b = torch.ones(1024, device="infini")
+for _ in range(5):
+    torch.mul(a, b)
+    torch.infini.synchronize()
+os.getppid()
+first = torch.mul(a, b)
+torch.infini.synchronize()
+os.getppid()
+second = torch.mul(a, b)
+os.getppid()
+torch.infini.synchronize()
+""",
     "refused": """
 import os, torch, torch_infini
 a = torch.ones(4, device="infini")
@@ -97,6 +116,7 @@ print("REFUSAL:", message.splitlines()[0][:200] if message else "(served)")
 
 #: The provider of each case.
 ENVIRONMENTS = {"mul": {"TORCH_INFINI_PROVIDER": "host"},
+                "mul_at_once": {"TORCH_INFINI_PROVIDER": "host"},
                 "refused": {"TORCH_INFINI_PROVIDER": "host", "TORCH_INFINI_ENFORCE_BACKEND": "nvidia"}}
 
 GDB_SCRIPT = r"""
