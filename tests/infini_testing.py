@@ -7,6 +7,7 @@ import warnings
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_infini
 
@@ -18,6 +19,18 @@ def hold(stream: torch.Stream, ms: float) -> None:
     Infini stack), since "pending" is then not observable."""
     if not torch_infini._C._test_enqueue_delay(stream.stream_id, stream.device_index, float(ms)):
         pytest.skip("the active provider cannot queue a timed wait on a stream")
+
+
+class RecordingMode(TorchDispatchMode):
+    """A dispatch mode that records the name of every operator it sees."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
 
 
 def calls_run_at_once(stream: torch.Stream | None = None) -> int:

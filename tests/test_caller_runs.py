@@ -15,10 +15,9 @@ import threading
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_infini  # noqa: F401
-from infini_testing import calls_run_at_once, drain_async_errors, hold, on_host
+from infini_testing import RecordingMode, calls_run_at_once, drain_async_errors, hold, on_host
 from hang_guard import HANG_GUARD_S
 
 DEV = torch.device("infini:0")
@@ -196,16 +195,6 @@ def test_event_timestamps_of_caller_run_tasks():
     assert start.elapsed_time(end) >= 29.0
 
 
-class CountingMode(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops: list = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-
 OPS = {
     "mm": lambda t: t @ t,
     "tanh": torch.tanh,
@@ -233,7 +222,7 @@ def queue_one(op: str):
 @pytest.mark.parametrize("op", sorted(OPS))
 def test_a_dispatch_mode_of_the_caller_does_not_reach_the_tasks(op):
     got, want = queue_one(op)
-    with CountingMode() as mode:
+    with RecordingMode() as mode:
         torch.infini.synchronize()  # runs the pending CPU kernel here
     assert mode.ops == [], mode.ops
     assert torch.equal(got.cpu(), want)

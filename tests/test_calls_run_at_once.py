@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
-from infini_testing import DEV, calls_run_at_once, drain_async_errors, hold, on_host
+from infini_testing import DEV, RecordingMode, calls_run_at_once, drain_async_errors, hold, on_host
 
 pytestmark = pytest.mark.skipif(not on_host(), reason="calls run at once are the host runtime's")
 
@@ -127,27 +126,17 @@ def test_an_error_of_a_call_run_at_once_is_reported_at_the_next_synchronization(
     assert torch.equal(after.cpu(), torch.arange(4.0) * 2)
 
 
-class _RecordingMode(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops: list = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-
 def test_a_dispatch_mode_sees_the_call_not_the_cpu_kernel_run_for_it():
     a = torch.randn(16, 16)
     x = a.to(DEV)
-    with _RecordingMode():
+    with RecordingMode():
         (x @ x).cpu()  # the kind's first call (under the mode), run directly
     torch.infini.synchronize()  # nothing pending: the next call runs at once
     before = calls_run_at_once()
-    with _RecordingMode() as on_infini:
+    with RecordingMode() as on_infini:
         got = x @ x
     assert calls_run_at_once() == before + 1
-    with _RecordingMode() as on_cpu:
+    with RecordingMode() as on_cpu:
         want = a @ a
     assert on_infini.ops == on_cpu.ops
     assert torch.equal(got.cpu(), want)
