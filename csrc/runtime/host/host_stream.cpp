@@ -244,7 +244,11 @@ void HostStream::wait_for(uint64_t ticket) {
   if (ticket == submitted_.load() && ticket <= completed_.load() + 1) {
     // Waiting for a lone task, the last one queued (a small synchronous op,
     // an .item()), even one already run: the next task may run at once
-    // (run_now). A hint, so set without the lock.
+    // (run_now). A hint, so set without the lock. (A wait for several tasks
+    // is not enough: the first call after it may be large, and running it
+    // here would keep the caller from queuing the calls after it while the
+    // worker computes; benchmarks/run.py could not tell the two rules apart
+    // on the MLP forward and overlap cases, so the stricter one stays.)
     if (!run_now_allowed_.load(std::memory_order_relaxed)) {
       run_now_allowed_ = true;
     }
@@ -262,7 +266,6 @@ void HostStream::wait_for(uint64_t ticket) {
   }
   std::optional<TaskScope> scope;  // opened before the first task run here
   std::unique_lock<std::mutex> lock(mutex_);
-  bool ran_last = false;  // whether this thread ran the last task it waited for
   while (completed_.load() < ticket) {
     if (can_take()) {
       // Nobody runs the pending tasks (the worker sleeps, or has not got to
@@ -271,10 +274,8 @@ void HostStream::wait_for(uint64_t ticket) {
         scope.emplace();
       }
       run_front(lock);
-      ran_last = true;
       continue;
     }
-    ran_last = false;
     // Another thread runs a task of this stream. The worker hands the rest
     // over when it has finished it (see run()), so that they run here, with
     // this thread's intra-op pool, as in CPU eager: wait for that (spinning
@@ -291,13 +292,6 @@ void HostStream::wait_for(uint64_t ticket) {
       --sync_waiters_;
     }
     --callers_waiting_;
-  }
-  if (ran_last && !on_worker_thread && completed_.load() == submitted_.load()) {
-    // This caller ran its work itself, to the end of the queue (the worker
-    // left it to the caller, as it does for a caller waiting for each of
-    // its calls, or for the reads of their results): the next call may run
-    // at once too.
-    run_now_allowed_ = true;
   }
   // Tasks queued after `ticket` (by other threads) are the worker's again.
   const bool wake = worker_sleeping_ && !queue_.empty() && !executing_;

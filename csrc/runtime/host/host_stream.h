@@ -66,10 +66,9 @@ class HostStream {
   // returns true; or runs nothing and returns false (then queue it). It runs
   // now only where the caller waits for its work as it queues it: it waited
   // for the stream's last task while no other was pending (a loop of small
-  // synchronous ops), or ran the stream's pending tasks itself to the end
-  // of the queue while it waited (the reads of a loop's results, as
-  // .item()), and nothing has been queued since. Once per such wait: work
-  // queued ahead of a later wait stays asynchronous. Never under a graph
+  // synchronous ops, or of reads of their results), and nothing has been
+  // queued since. Once per such wait: work queued ahead of a later wait
+  // stays asynchronous. Never under a graph
   // capture, a profiler's trace, TORCH_INFINI_LAUNCH_BLOCKING, on a worker,
   // or inside a task. `work` sees what a queued task sees
   // (runtime/host/kernel_state.h), and what it raises is the stream's
