@@ -116,6 +116,15 @@ c10::IValue Aliases::convert(const c10::IValue& value) {
   return map_tensors(value, [this](const at::Tensor& t) { return of(t); });
 }
 
+torch::jit::Stack Aliases::convert_all(c10::ArrayRef<c10::IValue> values) {
+  torch::jit::Stack stack;
+  stack.reserve(values.size());
+  for (const c10::IValue& value : values) {
+    stack.push_back(convert(value));
+  }
+  return stack;
+}
+
 at::Tensor Aliases::of(const at::Tensor& t) {
   if (!t.defined() || t.device().is_cpu()) {
     return t;

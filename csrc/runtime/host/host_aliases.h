@@ -106,6 +106,8 @@ class Aliases {
   // `value` with its device tensors replaced by aliases, and a device
   // argument (a factory's) by the CPU.
   c10::IValue convert(const c10::IValue& value);
+  // A call's arguments, each converted.
+  torch::jit::Stack convert_all(c10::ArrayRef<c10::IValue> values);
   at::Tensor of(const at::Tensor& t);
   at::Tensor of(const TensorSnapshot& t);
 

@@ -105,9 +105,7 @@ void run_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
   DeviceMemoryAccess direct_run;  // a kernel, run on the calling thread
   KernelThreadState as_a_task;  // not the caller's autocast, modes, profiler
   Aliases aliases;
-  for (c10::IValue& value : stack) {
-    value = aliases.convert(value);
-  }
+  stack = aliases.convert_all(stack);
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   // The profiler has recorded this call once, as the infini operator it
   // is: the CPU kernel run for it here is not a second call.

@@ -305,27 +305,17 @@ void run_queued(const c10::OperatorHandle& op, const QueuedArgs& queued,
                  [&queued](Aliases& fresh) { return queued.stack(fresh); });
 }
 
-// `args` with their device tensors replaced by aliases.
-torch::jit::Stack alias_stack(const torch::jit::Stack& args, Aliases& aliases) {
-  torch::jit::Stack stack;
-  stack.reserve(args.size());
-  for (const c10::IValue& value : args) {
-    stack.push_back(aliases.convert(value));
-  }
-  return stack;
-}
-
 // A call run at once (HostStream::run_now), from its own tensors.
 void run_call_now(const AtenCall& call) {
   Aliases aliases(&thread_alias_pool());
-  torch::jit::Stack args = alias_stack(call.args, aliases);
+  torch::jit::Stack args = aliases.convert_all(call.args);
   c10::SmallVector<at::Tensor, 3> results_into;
   for (const at::Tensor& t : call.results_into) {
     results_into.push_back(aliases.of(t));
   }
   run_on_aliases(call.op, std::move(args), results_into, call.twin_of,
                  [&call](Aliases& fresh) {
-                   return alias_stack(call.args, fresh);
+                   return fresh.convert_all(call.args);
                  });
 }
 

@@ -68,13 +68,13 @@ class HostStream {
   // for the stream's last task while no other was pending (a loop of small
   // synchronous ops, or of reads of their results), and nothing has been
   // queued since. Once per such wait: work queued ahead of a later wait
-  // stays asynchronous. Never under a graph
-  // capture, a profiler's trace, TORCH_INFINI_LAUNCH_BLOCKING, on a worker,
-  // or inside a task. `work` sees what a queued task sees
-  // (runtime/host/kernel_state.h), and what it raises is the stream's
-  // sticky error, reported at the next synchronization as a queued task's
-  // would be. A queued call snapshots its arguments for the worker; a call
-  // run now skips that (runtime/host/host_kernels.cpp).
+  // stays asynchronous. Never under a graph capture, a profiler's trace,
+  // TORCH_INFINI_LAUNCH_BLOCKING, on a worker, or inside a task. `work`
+  // sees what a queued task sees (runtime/host/kernel_state.h), and what it
+  // raises is the stream's sticky error, reported at the next
+  // synchronization as a queued task's would be. A queued call snapshots
+  // its arguments for the worker; a call run now skips that
+  // (runtime/host/host_kernels.cpp).
   bool run_now(c10::function_ref<void()> work);
   // How many tasks run_now() has run.
   uint64_t ran_now() const { return ran_now_.load(std::memory_order_relaxed); }
