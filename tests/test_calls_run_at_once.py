@@ -126,16 +126,23 @@ def test_an_error_of_a_call_run_at_once_is_reported_at_the_next_synchronization(
     assert torch.equal(after.cpu(), torch.arange(4.0) * 2)
 
 
-def test_a_dispatch_mode_sees_the_call_not_the_cpu_kernel_run_for_it():
-    a = torch.randn(16, 16)
-    x = a.to(DEV)
-    with RecordingMode():
-        (x @ x).cpu()  # the kind's first call (under the mode), run directly
-    torch.infini.synchronize()  # nothing pending: the next call runs at once
+def _matmul_at_once_in(context, x: torch.Tensor):
+    """``x @ x`` inside ``context()``, run at once: the kind's first call in
+    that state first (run directly), then a wait with nothing pending.
+    Returns the result and what entering the context gave."""
+    with context():
+        (x @ x).cpu()
+    torch.infini.synchronize()
     before = calls_run_at_once()
-    with RecordingMode() as on_infini:
+    with context() as entered:
         got = x @ x
     assert calls_run_at_once() == before + 1
+    return got, entered
+
+
+def test_a_dispatch_mode_sees_the_call_not_the_cpu_kernel_run_for_it():
+    a = torch.randn(16, 16)
+    got, on_infini = _matmul_at_once_in(RecordingMode, a.to(DEV))
     with RecordingMode() as on_cpu:
         want = a @ a
     assert on_infini.ops == on_cpu.ops
@@ -153,14 +160,7 @@ def test_the_callers_autograd_and_autocast_state_is_the_calls_own(context):
         "autocast": lambda: torch.autocast("cpu", dtype=torch.bfloat16),
     }[context]
     a = torch.randn(16, 16)
-    x = a.to(DEV)
-    with manager():
-        (x @ x).cpu()  # the kind's first call (in this state), run directly
-    torch.infini.synchronize()  # nothing pending: the next call runs at once
-    before = calls_run_at_once()
-    with manager():
-        got = x @ x
-    assert calls_run_at_once() == before + 1
+    got, _ = _matmul_at_once_in(manager, a.to(DEV))
     with manager():
         want = a.to("meta") @ a.to("meta")  # what the call's metadata says
     assert got.dtype == torch.float32 == want.dtype
