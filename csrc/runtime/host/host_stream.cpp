@@ -18,6 +18,7 @@
 #include "runtime/host/host_graph.h"
 #include "runtime/host/kernel_state.h"
 #include "runtime/host/memory_protection.h"
+#include "runtime/current_operator.h"
 #include "runtime/env.h"
 
 // OpenMP, weakly: PyTorch's libgomp provides them; with another runtime (or
@@ -215,7 +216,14 @@ uint64_t HostStream::push(Task&& task) {
     slot.denormals = denormals;
     ticket = ++submitted_;
     last_enqueue_ = now;
-    run_now_allowed_.store(false, std::memory_order_relaxed);
+    if (run_now_allowed_.load(std::memory_order_relaxed) &&
+        current_operator() == nullptr) {
+      // Queued by the program: the next call waits its turn. (A task an
+      // operator queues and waits for inside its call, such as the cache
+      // verification mode's copies, leaves the program's wait standing;
+      // run_now still finds the queue drained before it runs anything.)
+      run_now_allowed_.store(false, std::memory_order_relaxed);
+    }
     // Deferred: a lone task is likely the one its submitter is about to wait
     // for (and run itself); a second one behind it means work to overlap.
     // Only a polling worker may be left asleep (it checks by itself soon).
@@ -243,13 +251,19 @@ bool HostStream::reached(uint64_t ticket) {
 void HostStream::wait_for(uint64_t ticket) {
   if (ticket == submitted_.load() && ticket <= completed_.load() + 1) {
     // Waiting for a lone task, the last one queued (a small synchronous op,
-    // an .item()), even one already run: the next task may run at once
-    // (run_now). A hint, so set without the lock. (A wait for several tasks
-    // is not enough: the first call after it may be large, and running it
-    // here would keep the caller from queuing the calls after it while the
-    // worker computes; benchmarks/run.py could not tell the two rules apart
-    // on the MLP forward and overlap cases, so the stricter one stays.)
-    if (!run_now_allowed_.load(std::memory_order_relaxed)) {
+    // an .item()), even one already run. Hints, so set without the lock.
+    if (!run_now_allowed_.load(std::memory_order_relaxed) &&
+        current_operator() == nullptr) {
+      // The program's wait: the next task may run at once (run_now). Not
+      // a wait inside an operator's call (a first call's direct run, a
+      // data-dependent operator, the cache verification mode's copies):
+      // the runtime's own waits do not say how the program waits, and the
+      // verification mode must not change which way calls run. (A wait
+      // for several tasks is not enough either: the first call after it
+      // may be large, and running it here would keep the caller from
+      // queuing the calls after it while the worker computes;
+      // benchmarks/run.py could not tell the two rules apart on the MLP
+      // forward and overlap cases, so the stricter one stays.)
       run_now_allowed_ = true;
     }
     if (!defer_wakes_.load(std::memory_order_relaxed) &&
