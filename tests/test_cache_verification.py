@@ -212,3 +212,42 @@ def test_an_error_of_the_values_is_not_a_stale_hit():
     if result.stdout.strip() == "UNSERVED":
         pytest.skip("index_select is not served by this build's InfiniOps")
     assert result.stdout.strip() == "OK"
+
+
+def test_an_error_pending_when_a_later_hit_is_verified_stays_the_programs():
+    """The recompute of a later call's hit copies that call's device values
+    to CPU, which waits on the stream where the failed call ran. That wait
+    leaves the stream's error pending: the program's next synchronization
+    reports it, as it does without the mode (it was taken and dropped
+    there, and the failed call's output read as if nothing had failed)."""
+    result = run_python("""
+        import torch, torch_infini
+        x = torch.arange(4.).to('infini') + 10
+        try:
+            x.index_select(0, torch.tensor([0, 1]).to('infini'))  # learned
+        except NotImplementedError:  # a stack whose InfiniOps lacks it
+            print('UNSERVED')
+            raise SystemExit
+        (x * 5).cpu()  # learned
+        bad = torch.tensor([2, 99]).to('infini')
+        raised = []
+        try:
+            x.index_select(0, bad)  # queued where streams run asynchronously
+            after = x * 5  # a hit, verified by copying x to CPU
+            torch.infini.current_stream().synchronize()
+        except (RuntimeError, IndexError) as e:
+            raised.append(str(e))
+        assert len(raised) == 1 and 'out of range' in raised[0], raised
+        torch.infini.synchronize()  # reported once
+        assert torch.equal((x * 5).cpu(), torch.arange(4.) * 5 + 50)
+        counts = torch_infini._C._cache_verification()
+        if torch_infini._C._provider_info()["capabilities"]["async_execution"]:
+            assert torch.equal(after.cpu(), torch.arange(4.) * 5 + 50)
+            assert counts['verified_by_cache'].get('layouts', 0) >= 2, counts
+        assert counts['differences'] == 0, counts
+        print('OK')
+    """, env={"TORCH_INFINI_VERIFY_CACHES": "1"})
+    assert result.returncode == 0, result.stderr
+    if result.stdout.strip() == "UNSERVED":
+        pytest.skip("index_select is not served by this build's InfiniOps")
+    assert result.stdout.strip() == "OK"

@@ -13,6 +13,7 @@ namespace torch_infini::runtime {
 namespace {
 
 std::atomic<uint64_t> verified{0};
+thread_local bool recomputing = false;
 std::atomic<uint64_t> differences{0};
 
 // The verified hits by cache, so that a test can tell which cache answered.
@@ -62,6 +63,18 @@ CacheVerificationCounts cache_verification_counts() {
   std::lock_guard<std::mutex> lock(counts.mutex);
   out.verified_by_cache = counts.counts;
   return out;
+}
+
+RecomputingHit::RecomputingHit() : was_(recomputing) {
+  recomputing = true;
+}
+
+RecomputingHit::~RecomputingHit() {
+  recomputing = was_;
+}
+
+bool recomputing_hit() {
+  return recomputing;
 }
 
 }  // namespace torch_infini::runtime

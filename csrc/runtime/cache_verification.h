@@ -38,4 +38,25 @@ struct CacheVerificationCounts {
 };
 CacheVerificationCounts cache_verification_counts();
 
+// Held while a hit is recomputed. A recompute may copy device values to
+// the host, and so wait on a stream; that wait must not take the stream's
+// asynchronous error, which then would be lost (the recompute reads
+// CPU's errors as errors of the data) instead of reported by the program's
+// next synchronizing call. Streams leave their errors pending for waits
+// made inside it (HostStream::take_error), so the mode changes no error's
+// place.
+class RecomputingHit {
+ public:
+  RecomputingHit();
+  ~RecomputingHit();
+  RecomputingHit(const RecomputingHit&) = delete;
+  RecomputingHit& operator=(const RecomputingHit&) = delete;
+
+ private:
+  bool was_;
+};
+
+// Whether the calling thread is recomputing a hit.
+bool recomputing_hit();
+
 }  // namespace torch_infini::runtime

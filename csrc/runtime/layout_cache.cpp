@@ -279,6 +279,7 @@ std::shared_ptr<const Layouts> find_layouts(const Plan& plan,
       const Entry entry = it->second;
       std::string difference;
       try {
+        const RecomputingHit recomputing;
         difference = layouts_difference(*entry.layouts, recompute());
       } catch (const std::exception& e) {
         difference = std::string("cached layouts, but recomputing raises: ") +

@@ -18,6 +18,7 @@
 #include "runtime/host/host_graph.h"
 #include "runtime/host/kernel_state.h"
 #include "runtime/host/memory_protection.h"
+#include "runtime/cache_verification.h"
 #include "runtime/current_operator.h"
 #include "runtime/env.h"
 
@@ -325,6 +326,9 @@ void HostStream::wait_idle() {
 std::string HostStream::take_error(uint64_t ticket) {
   if (!has_error_.load()) {
     return {};  // the common case, without the lock
+  }
+  if (recomputing_hit()) {
+    return {};  // the program's error, left for its own next wait
   }
   std::lock_guard<std::mutex> guard(mutex_);
   if (error_.empty() || error_ticket_ > ticket) {
