@@ -112,6 +112,35 @@ def test_the_environment_variable():
                                         "refused: aten::erf"]
 
 
+def test_the_element_wise_table_is_enforced_like_the_generic_kernel():
+    """sub and mul have kernels of the host runtime's own (ops/arithmetic.cpp);
+    a backend where InfiniOps serves them ATen-backed only refuses them all
+    the same: sub on NVIDIA, mul on Cambricon. add stays the device's own."""
+    done = run_python("""
+        import torch, torch_infini
+        x = torch.ones(3, device="infini")
+        for name, call in (("mul", lambda: x * x), ("sub", lambda: x - x), ("sub_", lambda: x.clone().sub_(x)),
+                           ("add", lambda: x + x)):
+            try:
+                print(name, call().cpu().tolist())
+            except NotImplementedError as e:
+                print(name, "refused:", str(e).split(" ")[0])
+    """, env={"TORCH_INFINI_ENFORCE_BACKEND": "nvidia"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["mul [1.0, 1.0, 1.0]", "sub refused: aten::sub.Tensor",
+                                        "sub_ refused: aten::sub_.Tensor", "add [2.0, 2.0, 2.0]"]
+    done = run_python("""
+        import torch, torch_infini
+        x = torch.ones(3, device="infini")
+        try:
+            x * x
+        except NotImplementedError as e:
+            print("refused:", str(e).split(" ")[0])
+    """, env={"TORCH_INFINI_ENFORCE_BACKEND": "cambricon"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["refused: aten::mul.Tensor"]
+
+
 @pytest.mark.parametrize("value", ["cuda", "nvidia,abcdef1", "nvidia,1f6f9c2,2962714", ""])
 def test_a_malformed_value_names_the_variable(value):
     with pytest.raises(RuntimeError) as caught:

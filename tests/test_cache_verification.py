@@ -82,7 +82,7 @@ def test_the_mode_is_off_by_default():
 
 def test_an_aliased_call_is_tried_on_cpu_once_per_key_and_every_hit_verified():
     """A written argument that is the memory of one the call reads
-    (torch.mul(x, 0.5, out=x); an optimizer's foreach x.mul_(beta) runs so on
+    (torch.div(x, 2.0, out=x); an optimizer's foreach x.mul_(beta) runs so on
     the Infini stack): CPU's verdict on copies aliased alike
     (ops/aten/aten_cpu_checks.h, cpu_error_on_aliases) is remembered where CPU
     accepts. A call laid out by a meta run asks: on the host runtime, every
@@ -107,12 +107,12 @@ def test_an_aliased_call_is_tried_on_cpu_once_per_key_and_every_hit_verified():
 
         x_cpu = torch.randn(4, 3)
         x = x_cpu.to('infini')
-        def three_muls():
+        def three_divs():
             for _ in range(3):
-                torch.mul(x, 0.5, out=x)
-        laid_out_by_meta(three_muls)
+                torch.div(x, 2.0, out=x)
+        laid_out_by_meta(three_divs)
         for _ in range(3):
-            torch.mul(x_cpu, 0.5, out=x_cpu)
+            torch.div(x_cpu, 2.0, out=x_cpu)
         assert torch.equal(x.cpu(), x_cpu), (x.cpu(), x_cpu)
         hits = torch_infini._C._cache_verification()
         assert hits['differences'] == 0, hits
@@ -132,7 +132,7 @@ def test_an_aliased_call_is_tried_on_cpu_once_per_key_and_every_hit_verified():
         def refused_among_accepted():
             for _ in range(2):
                 errors.append(error_of(y, index))
-                torch.mul(y, 0.5, out=y)
+                torch.div(y, 2.0, out=y)
         laid_out_by_meta(refused_among_accepted)
         assert errors == [cpu_error] * 2, (errors, cpu_error)
         print('OK')
@@ -228,21 +228,21 @@ def test_an_error_pending_when_a_later_hit_is_verified_stays_the_programs():
         except NotImplementedError:  # a stack whose InfiniOps lacks it
             print('UNSERVED')
             raise SystemExit
-        (x * 5).cpu()  # learned
+        (x / 5).cpu()  # learned
         bad = torch.tensor([2, 99]).to('infini')
         raised = []
         try:
             x.index_select(0, bad)  # queued where streams run asynchronously
-            after = x * 5  # a hit, verified by copying x to CPU
+            after = x / 5  # a hit, verified by copying x to CPU
             torch.infini.current_stream().synchronize()
         except (RuntimeError, IndexError) as e:
             raised.append(str(e))
         assert len(raised) == 1 and 'out of range' in raised[0], raised
         torch.infini.synchronize()  # reported once
-        assert torch.equal((x * 5).cpu(), torch.arange(4.) * 5 + 50)
+        assert torch.equal((x / 5).cpu(), (torch.arange(4.) + 10) / 5)
         counts = torch_infini._C._cache_verification()
         if torch_infini._C._provider_info()["capabilities"]["async_execution"]:
-            assert torch.equal(after.cpu(), torch.arange(4.) * 5 + 50)
+            assert torch.equal(after.cpu(), (torch.arange(4.) + 10) / 5)
             assert counts['verified_by_cache'].get('layouts', 0) >= 2, counts
         assert counts['differences'] == 0, counts
         print('OK')

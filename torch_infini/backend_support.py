@@ -115,7 +115,7 @@ HAND_BOUND: dict[str, tuple[str, ...]] = {
 #: The ATen overloads torch-infini's Infini provider serves through its
 #: hand-written entries (csrc/runtime/infini/: infini_gemm.cpp,
 #: infini_native.cpp's Mul/Relu/Silu limits, infini_cat.cpp,
-#: infini_kernels.cpp and ops/add.cpp, ops/nn/fused.cpp), with the InfiniOps
+#: infini_kernels.cpp and ops/arithmetic.cpp, ops/nn/fused.cpp), with the InfiniOps
 #: operator each runs on. Functional forms reach it through their out=
 #: twins. The generic binding (torch_infini/infiniops_binding.py) serves more on a
 #: given install, as `python -m torch_infini --ops` lists there: this list is

@@ -22,9 +22,7 @@ std::vector<AtenOpFamily> build() {
         "aten::addmv.out", "aten::addmv_"},
        floating_dtypes(), /*elementwise=*/false, /*same_dtype=*/true},
       {"binary arithmetic",
-       {"aten::mul.Tensor", "aten::mul.out", "aten::mul_.Tensor",
-        "aten::sub.Tensor", "aten::sub.out", "aten::sub_.Tensor",
-        "aten::div.Tensor", "aten::div.out", "aten::div_.Tensor",
+       {"aten::div.Tensor", "aten::div.out", "aten::div_.Tensor",
         "aten::div.Tensor_mode", "aten::div.out_mode", "aten::div_.Tensor_mode",
         "aten::pow.Tensor_Scalar", "aten::pow.Tensor_Scalar_out",
         "aten::pow_.Scalar", "aten::pow.Tensor_Tensor",
@@ -32,8 +30,11 @@ std::vector<AtenOpFamily> build() {
         "aten::maximum.out", "aten::minimum", "aten::minimum.out"},
        numeric_dtypes(/*with_bool=*/true), /*elementwise=*/true,
        /*same_dtype=*/false,
-       // ops/add.cpp's own kernels hand over calls that need promotion.
-       {"aten::add.Tensor", "aten::add_.Tensor", "aten::add.out"}},
+       // ops/arithmetic.cpp's own kernels hand over calls that need
+       // promotion, and every call of an op the provider has no kernel for.
+       {"aten::add.Tensor", "aten::add_.Tensor", "aten::add.out",
+        "aten::sub.Tensor", "aten::sub_.Tensor", "aten::sub.out",
+        "aten::mul.Tensor", "aten::mul_.Tensor", "aten::mul.out"}},
       {"comparison and logic",
        {"aten::eq.Tensor", "aten::eq.Scalar", "aten::eq.Tensor_out",
         "aten::eq.Scalar_out", "aten::ne.Tensor", "aten::ne.Scalar",

@@ -33,13 +33,22 @@ struct TensorArg {
   c10::ScalarType dtype = c10::ScalarType::Undefined;
 };
 
-// out = self + alpha * other. `self` and `other` are already broadcast to
-// out's shape (stride 0 along broadcast dimensions).
-struct AddArgs {
+// The element-wise arithmetic the providers may run as a table entry of
+// their own (ops/arithmetic.cpp), without the generic kernel's boxed call.
+enum class BinaryOp : uint8_t {
+  kAdd,  // out = self + alpha * other
+  kSub,  // out = self - alpha * other
+  kMul,  // out = self * other (alpha is 1)
+};
+
+// A BinaryOp's call, in one dtype: `self` and `other` are already broadcast
+// to out's shape (stride 0 along broadcast dimensions).
+struct BinaryArgs {
   TensorArg self;
   TensorArg other;
   TensorArg out;
   c10::Scalar alpha = 1;  // exact for int64, unlike a double
+  BinaryOp op = BinaryOp::kAdd;
 };
 
 // dst = src, element by element, any strides, converting dtype. Both live on
@@ -180,9 +189,13 @@ class OpKernels {
   // Empty when the provider can run `args`; otherwise why not, phrased to
   // follow "<op> on <provider>/<backend> ...". Checked before every launch
   // because some native libraries abort the process on input they cannot run.
-  virtual std::string add_unsupported(const AddArgs& args) const = 0;
-  // Enqueues the add on `stream` of `device`.
-  virtual void add(int device, StreamHandle stream, const AddArgs& args) = 0;
+  virtual std::string binary_unsupported(const BinaryArgs& args) const = 0;
+  // Enqueues the element-wise op on `stream` of `device`.
+  virtual void binary(int device, StreamHandle stream,
+                      const BinaryArgs& args) = 0;
+  // Whether the provider has a kernel of its own for `op` at all; where it
+  // has not, the op's calls go to the generic kernel (aten) as any other.
+  virtual bool has_binary(BinaryOp op) const = 0;
 
   // Strided and dtype-converting copies on the device (contiguous copies of
   // one dtype go through Provider::memcpy_async instead).
@@ -198,7 +211,7 @@ class OpKernels {
   // provider that does not run CPU kernels serves the families of
   // runtime/aten_ops.h it maps onto its library, and refuses the rest with
   // a reason: here, for a caller that asks before it runs the call another
-  // way (ops/add.cpp), and from aten() below.
+  // way (ops/arithmetic.cpp), and from aten() below.
   virtual AtenRefusal aten_unsupported(const AtenCall& call) const = 0;
   // Whether the provider maps `overload` ("aten::abs.out") onto its library
   // beyond the families of runtime/aten_ops.h (the Infini provider's

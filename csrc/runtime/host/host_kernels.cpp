@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <type_traits>
 
 #include "runtime/device_trace.h"
 #include "runtime/host/host_aliases.h"
@@ -194,21 +195,66 @@ void run_twin(const c10::OperatorHandle& twin, const TwinOf& of,
                     flat_results(of.functional.schema(), functional_args));
 }
 
+// One element of a BinaryOp with alpha == 1. Integers wrap as ATen's do
+// (computed unsigned: signed overflow is undefined in C++).
+template <typename T, bool = std::is_integral_v<T>>
+struct Wrapping {
+  using type = T;
+};
 template <typename T>
-void add_contiguous(const TensorArg& a, const TensorArg& b, const TensorArg& out,
-                    int64_t n) {
-  const T* x = static_cast<const T*>(a.data);
-  const T* y = static_cast<const T*>(b.data);
-  T* z = static_cast<T*>(out.data);
-  for (int64_t i = 0; i < n; ++i) {
-    z[i] = x[i] + y[i];
+struct Wrapping<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+
+template <BinaryOp kOp, typename T>
+T binary_element(T x, T y) {
+  using Wide = typename Wrapping<T>::type;
+  const Wide a = static_cast<Wide>(x);
+  const Wide b = static_cast<Wide>(y);
+  if constexpr (kOp == BinaryOp::kAdd) {
+    return static_cast<T>(a + b);
+  } else if constexpr (kOp == BinaryOp::kSub) {
+    return static_cast<T>(a - b);
+  } else {
+    return static_cast<T>(a * b);
   }
 }
 
-// Small, dense, alpha == 1 adds of these dtypes: an element loop gives
-// exactly ATen's result (one rounding of a + b) without building three alias
-// tensors and a TensorIterator per task, which dominate a small add.
-bool add_small_dense(const AddArgs& args) {
+template <BinaryOp kOp, typename T>
+void binary_contiguous(const BinaryArgs& args, int64_t n) {
+  const T* x = static_cast<const T*>(args.self.data);
+  const T* y = static_cast<const T*>(args.other.data);
+  T* z = static_cast<T*>(args.out.data);
+  for (int64_t i = 0; i < n; ++i) {
+    z[i] = binary_element<kOp>(x[i], y[i]);
+  }
+}
+
+template <BinaryOp kOp>
+bool binary_contiguous_of(const BinaryArgs& args, int64_t n) {
+  switch (args.out.dtype) {
+    case c10::ScalarType::Float:
+      binary_contiguous<kOp, float>(args, n);
+      return true;
+    case c10::ScalarType::Double:
+      binary_contiguous<kOp, double>(args, n);
+      return true;
+    case c10::ScalarType::Int:
+      binary_contiguous<kOp, int32_t>(args, n);
+      return true;
+    case c10::ScalarType::Long:
+      binary_contiguous<kOp, int64_t>(args, n);
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Small, dense, alpha == 1 calls of these dtypes: an element loop gives
+// exactly ATen's result (one rounding of a + b, a - b or a * b) without
+// building three alias tensors and a TensorIterator per task, which
+// dominate a small call.
+bool binary_small_dense(const BinaryArgs& args) {
   constexpr int64_t kSmall = 4096;
   if (!args.alpha.equal(1) || !is_contiguous(args.self) ||
       !is_contiguous(args.other) || !is_contiguous(args.out)) {
@@ -218,32 +264,50 @@ bool add_small_dense(const AddArgs& args) {
   if (n > kSmall) {
     return false;
   }
-  switch (args.out.dtype) {
-    case c10::ScalarType::Float:
-      add_contiguous<float>(args.self, args.other, args.out, n);
-      return true;
-    case c10::ScalarType::Double:
-      add_contiguous<double>(args.self, args.other, args.out, n);
-      return true;
-    case c10::ScalarType::Int:
-      add_contiguous<int32_t>(args.self, args.other, args.out, n);
-      return true;
-    case c10::ScalarType::Long:
-      add_contiguous<int64_t>(args.self, args.other, args.out, n);
-      return true;
-    default:
-      return false;
+  switch (args.op) {
+    case BinaryOp::kAdd:
+      return binary_contiguous_of<BinaryOp::kAdd>(args, n);
+    case BinaryOp::kSub:
+      return binary_contiguous_of<BinaryOp::kSub>(args, n);
+    case BinaryOp::kMul:
+      return binary_contiguous_of<BinaryOp::kMul>(args, n);
   }
+  return false;
 }
 
-void run_add(const AddArgs& args) {
-  if (add_small_dense(args)) {
+void run_binary(const BinaryArgs& args) {
+  if (binary_small_dense(args)) {
     return;
   }
   // Plain CPU compute: skip autograd and view tracking.
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   at::Tensor out = alias(args.out);
-  at::add_out(out, alias(args.self), alias(args.other), args.alpha);
+  const at::Tensor self = alias(args.self);
+  const at::Tensor other = alias(args.other);
+  switch (args.op) {
+    case BinaryOp::kAdd:
+      at::add_out(out, self, other, args.alpha);
+      return;
+    case BinaryOp::kSub:
+      at::sub_out(out, self, other, args.alpha);
+      return;
+    case BinaryOp::kMul:
+      at::mul_out(out, self, other);
+      return;
+  }
+}
+
+// The profiler's name of a BinaryOp's task.
+const char* binary_name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      return "aten::add";
+    case BinaryOp::kSub:
+      return "aten::sub";
+    case BinaryOp::kMul:
+      return "aten::mul";
+  }
+  return "aten::binary";
 }
 
 // Every dtype of the device's own kernels here: PyTorch's numeric types,
@@ -330,13 +394,14 @@ void run_call_now(const AtenCall& call) {
 class HostKernels final : public OpKernels {
  public:
   explicit HostKernels(HostProvider& provider) : provider_(provider) {
-    support_.push_back(OpSupport{
-        "aten::add.Tensor",
-        host_dtypes(),
-        /*alpha=*/true,
-        /*broadcast=*/true,
-        /*strided=*/true,
-        "ATen CPU kernel on the stream's worker"});
+    // The element-wise table (ops/arithmetic.cpp), one row per op.
+    for (const char* op : {"aten::add.Tensor", "aten::sub.Tensor",
+                           "aten::mul.Tensor"}) {
+      support_.push_back(OpSupport{
+          op, host_dtypes(), /*alpha=*/std::string(op) != "aten::mul.Tensor",
+          /*broadcast=*/true, /*strided=*/true,
+          "ATen CPU kernel on the stream's worker"});
+    }
     support_.push_back(OpSupport{
         "aten::fill_.Scalar (and zero_, fill_.Tensor)",
         host_dtypes(),
@@ -411,12 +476,14 @@ class HostKernels final : public OpKernels {
     return {};  // ATen's CPU kernels run every call the ops layer accepts
   }
 
-  std::string add_unsupported(const AddArgs& /*args*/) const override {
-    // ATen's CPU add runs every dtype (ops/add.cpp hands the non-numeric
-    // ones to the generic kernel, whose first call raises CPU's own error
-    // for a dtype CPU's add lacks).
+  std::string binary_unsupported(const BinaryArgs& /*args*/) const override {
+    // ATen's CPU kernels run every dtype (ops/arithmetic.cpp hands the
+    // non-numeric ones to the generic kernel, whose first call raises CPU's
+    // own error for a dtype CPU's kernel lacks).
     return {};
   }
+
+  bool has_binary(BinaryOp /*op*/) const override { return true; }
 
   bool has_kernel(const c10::OperatorHandle& op) const override {
     return op.hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
@@ -451,14 +518,15 @@ class HostKernels final : public OpKernels {
     });
   }
 
-  void add(int device, StreamHandle stream, const AddArgs& args) override {
+  void binary(int device, StreamHandle stream,
+              const BinaryArgs& args) override {
     HostStream& host_stream = provider_.stream(device, stream);
-    if (host_stream.run_now([&args] { run_add(args); })) {
+    if (host_stream.run_now([&args] { run_binary(args); })) {
       return;
     }
-    profiler::TaskLabel label("aten::add", profiler::WorkKind::kKernel, device,
-                              stream);
-    host_stream.enqueue([args] { run_add(args); });
+    profiler::TaskLabel label(binary_name(args.op), profiler::WorkKind::kKernel,
+                              device, stream);
+    host_stream.enqueue([args] { run_binary(args); });
   }
 
  private:

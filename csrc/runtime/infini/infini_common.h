@@ -224,12 +224,12 @@ extern const char* const kFallbackHint;
 // Launches of InfiniOps operators other files reuse (defined in
 // infini_kernels.cpp): each checks nothing, its caller has.
 void launch_add(InfiniProvider& provider, int device, StreamHandle stream,
-                const AddArgs& args);
+                const BinaryArgs& args);
 void launch_cast(InfiniProvider& provider, int device, StreamHandle stream,
                  const CopyArgs& args);
 // Empty when infini::ops::Add/Cast can run `args` on `provider`'s backend.
 std::string add_unsupported(const InfiniProvider& provider,
-                            const AddArgs& args);
+                            const BinaryArgs& args);
 std::string cast_unsupported(const InfiniProvider& provider,
                              const CopyArgs& args);
 

@@ -280,7 +280,7 @@ class GemmServer {
       y.strides = contiguous_strides(out.sizes);
     }
     launch(device, stream, gemm.a, gemm.b, alpha, 0.0f, y);
-    launch_add(provider_, device, stream, AddArgs{y, bias, out, gemm.beta});
+    launch_add(provider_, device, stream, BinaryArgs{y, bias, out, gemm.beta});
 #else
     launch_accumulating(device, stream, gemm, alpha);
 #endif
@@ -371,7 +371,7 @@ class GemmServer {
           " (only F.linear's bias row with alpha = beta = 1 is fused, by "
           "infini::ops::Linear)";
     }
-    AddArgs add{out, bias, out, gemm.beta};
+    BinaryArgs add{out, bias, out, gemm.beta};
     const std::string reason = add_unsupported(provider_, add);
     if (!reason.empty()) {
       return std::string(kGemmApi) + " ignores beta, and the bias update " +

@@ -101,7 +101,7 @@ bool cast_exact(c10::ScalarType from, c10::ScalarType to) {
 }  // namespace
 
 std::string add_unsupported(const InfiniProvider& provider,
-                            const AddArgs& args) {
+                            const BinaryArgs& args) {
   if (!has_implementation(provider.device_type(),
                           TORCH_INFINI_OPS_ADD_DEVICE_MASK)) {
     return "InfiniOps has no Add implementation for InfiniRT backend '" +
@@ -133,7 +133,7 @@ std::string add_unsupported(const InfiniProvider& provider,
 }
 
 void launch_add(InfiniProvider& provider, int device, StreamHandle stream,
-                const AddArgs& args) {
+                const BinaryArgs& args) {
   provider.bind(device);
   irt::DataType dtype;
   to_infini_dtype(args.out.dtype, &dtype);
@@ -351,10 +351,14 @@ class InfiniKernels final : public OpKernels {
 
   const std::vector<OpSupport>& support() const override { return support_; }
 
-  std::string add_unsupported(const AddArgs& args) const override {
+  std::string binary_unsupported(const BinaryArgs& args) const override {
+    if (!has_binary(args.op)) {
+      return "InfiniOps' kernels of this op are bound through the generic "
+             "kernel";
+    }
     std::string reason = infini::add_unsupported(provider_, args);
     // Where the build has the ATen-backed Add, a call the native one would
-    // round otherwise than ATen goes to it (ops/add.cpp passes the call to
+    // round otherwise than ATen goes to it (ops/arithmetic.cpp passes the call to
     // the generic binding, whose native limits refuse it the same way).
     if (reason.empty() && !add_alpha_is_exact(args.alpha, args.out.dtype) &&
         aten_backed("aten::add.out")) {
@@ -365,9 +369,14 @@ class InfiniKernels final : public OpKernels {
     return reason;
   }
 
-  void add(int device, StreamHandle stream, const AddArgs& args) override {
+  void binary(int device, StreamHandle stream,
+              const BinaryArgs& args) override {
     launch_add(provider_, device, stream, args);
   }
+
+  // Add only: InfiniOps' other element-wise operators (Mul, Sub where the
+  // build has them) are served through the generic binding.
+  bool has_binary(BinaryOp op) const override { return op == BinaryOp::kAdd; }
 
   std::string copy_unsupported(const CopyArgs& args) const override {
     return cast_unsupported(provider_, args);
