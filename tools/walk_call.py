@@ -2,7 +2,7 @@
 """The walk of one call through our C++: which of our functions it enters, in
 which files, in order (issue 45's measure of how far a newcomer has to read).
 
-    python tools/walk_call.py [--case mul|mul_at_once|refused] [--json PATH] [--list]
+    python tools/walk_call.py [--case div|div_at_once|mul_table|refused] [--json PATH] [--list]
 
 Needs a debug build (``TORCH_INFINI_DEBUG=1``: ``-O0 -g``, so that no
 function of ours is inlined away) of the checkout it runs from. It runs
@@ -26,7 +26,7 @@ The figures:
   of ours): a ``-O0`` build stops in them, a reader has nothing to read
   there. The walk is printed with and without them.
 
-The ``mul`` program keeps each result alive, so that freeing it (the
+Each program keeps each result alive, so that freeing it (the
 allocator's work when the tensor dies, not the call's) stays out of the
 walk.
 
@@ -38,17 +38,20 @@ read off the source.
 
 The cases:
 
-* ``mul``: ``torch.mul`` of two 1Ki float32 tensors, a generic-kernel call
-  (mul has no kernel of its own);
-* ``mul_at_once``: the same call right after a synchronize, as a loop
+* ``div``: ``torch.div`` of two 1Ki float32 tensors, a generic-kernel call
+  (div has no kernel of its own; until 2026-12-07 this case was ``mul``,
+  which is now an entry of the element-wise table);
+* ``div_at_once``: the same call right after a synchronize, as a loop
   of small synchronous ops makes it: run at once on the calling thread
-  (``HostStream::run_now``), where ``mul`` is queued;
+  (``HostStream::run_now``), where ``div`` is queued;
+* ``mul_table``: ``torch.mul`` as ``div``, served by the element-wise table
+  (``ops/arithmetic.cpp``) without the generic kernel;
 * ``refused``: ``torch.erfinv`` of a float32 tensor on the host runtime
   under ``TORCH_INFINI_ENFORCE_BACKEND=nvidia`` (InfiniOps has no native
   kernel for it on NVIDIA, so the call is refused as the stack there would
   refuse it: through the one exit, the CPU fallback being off), caught.
 
-Both run on the host runtime (``TORCH_INFINI_PROVIDER=host``): a debug
+All run on the host runtime (``TORCH_INFINI_PROVIDER=host``): a debug
 build without the stack serves them.
 """
 
@@ -64,36 +67,30 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+def _two_calls(call: str, at_once: bool) -> str:
+    """A program making ``call`` on two 1Ki float32 tensors ``a`` and ``b``
+    five times, then twice between sentinels; with ``at_once``, each call
+    is followed by a synchronize, as a loop of small synchronous ops makes
+    it (so it runs at once on the calling thread, not queued)."""
+    sync = "torch.infini.synchronize()\n"
+    return f"""
+import os, torch, torch_infini
+a = torch.ones(1024, device="infini"); b = torch.ones(1024, device="infini")
+for _ in range(5):
+    {call}
+    {sync if at_once else ""}
+{"" if at_once else sync}os.getppid()
+first = {call}
+{sync if at_once else ""}os.getppid()
+second = {call}
+os.getppid()
+{sync}"""
+
+
 PROGRAMS = {
-    "mul": """
-import os, torch, torch_infini
-a = torch.ones(1024, device="infini"); b = torch.ones(1024, device="infini")
-for _ in range(5):
-    torch.mul(a, b)
-torch.infini.synchronize()
-os.getppid()
-first = torch.mul(a, b)
-os.getppid()
-second = torch.mul(a, b)
-os.getppid()
-torch.infini.synchronize()
-""",
-    # The same call where its caller waits for each call (a loop of small
-    # synchronous ops): run at once on the calling thread, not queued.
-    "mul_at_once": """
-import os, torch, torch_infini
-a = torch.ones(1024, device="infini"); b = torch.ones(1024, device="infini")
-for _ in range(5):
-    torch.mul(a, b)
-    torch.infini.synchronize()
-os.getppid()
-first = torch.mul(a, b)
-torch.infini.synchronize()
-os.getppid()
-second = torch.mul(a, b)
-os.getppid()
-torch.infini.synchronize()
-""",
+    "div": _two_calls("torch.div(a, b)", at_once=False),
+    "div_at_once": _two_calls("torch.div(a, b)", at_once=True),
+    "mul_table": _two_calls("torch.mul(a, b)", at_once=False),
     "refused": """
 import os, torch, torch_infini
 a = torch.ones(4, device="infini")
@@ -115,8 +112,9 @@ print("REFUSAL:", message.splitlines()[0][:200] if message else "(served)")
 }
 
 #: The provider of each case.
-ENVIRONMENTS = {"mul": {"TORCH_INFINI_PROVIDER": "host"},
-                "mul_at_once": {"TORCH_INFINI_PROVIDER": "host"},
+ENVIRONMENTS = {"div": {"TORCH_INFINI_PROVIDER": "host"},
+                "div_at_once": {"TORCH_INFINI_PROVIDER": "host"},
+                "mul_table": {"TORCH_INFINI_PROVIDER": "host"},
                 "refused": {"TORCH_INFINI_PROVIDER": "host", "TORCH_INFINI_ENFORCE_BACKEND": "nvidia"}}
 
 GDB_SCRIPT = r"""
