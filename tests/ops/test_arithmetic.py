@@ -198,3 +198,17 @@ def test_operator_forms_match_cpu():
     a, b = sample((3, 4), torch.float32), sample((4,), torch.float32, seed=1)
     for op in (operator.sub, operator.mul, operator.isub, operator.imul):
         matches_cpu(lambda x, y: op(x.clone(), y), a, b)
+
+
+@pytest.mark.parametrize("numel", [7, 8, 9, 4095, 4096, 4097])
+@pytest.mark.parametrize("name", ["add", "sub", "mul"])
+def test_sizes_around_the_small_loops_edges_match_cpu(name, numel):
+    """The host runtime's small dense loop (blocks of eight, up to 4096
+    elements; ATen's kernel beyond): a block's edge, the tail, in place."""
+    op, method = getattr(torch, name), getattr(torch.Tensor, f"{name}_")
+    for dtype in (torch.float32, torch.int64):
+        a, b = sample((numel,), dtype), sample((numel,), dtype, seed=1)
+        matches_cpu(op, a, b)
+        x = a.to("infini")
+        method(x, x)
+        assert_same(x, method(a.clone(), a))
