@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <type_traits>
 
 #include "runtime/device_trace.h"
@@ -220,11 +221,44 @@ T binary_element(T x, T y) {
   }
 }
 
+// A small, dense, alpha == 1 call of float32, float64, int32 or int64, by
+// its memory and size alone: an element loop gives exactly ATen's result
+// (one rounding of a + b, a - b or a * b) without building three alias
+// tensors and a TensorIterator per task, which dominate a small call; and
+// queued, it fits a task's inline storage, where the whole BinaryArgs
+// (three layouts) takes a block of task memory.
+struct DenseBinary {
+  const void* self;
+  const void* other;
+  void* out;
+  int64_t numel;
+  c10::ScalarType dtype;
+  BinaryOp op;
+};
+
+std::optional<DenseBinary> small_dense(const BinaryArgs& args) {
+  constexpr int64_t kSmall = 4096;
+  const c10::ScalarType dtype = args.out.dtype;
+  if (!args.alpha.equal(1) || !is_contiguous(args.self) ||
+      !is_contiguous(args.other) || !is_contiguous(args.out) ||
+      (dtype != c10::ScalarType::Float && dtype != c10::ScalarType::Double &&
+       dtype != c10::ScalarType::Int && dtype != c10::ScalarType::Long)) {
+    return std::nullopt;
+  }
+  const int64_t n = numel_of(args.out);
+  if (n > kSmall) {
+    return std::nullopt;
+  }
+  return DenseBinary{args.self.data, args.other.data, args.out.data, n, dtype,
+                     args.op};
+}
+
 template <BinaryOp kOp, typename T>
-void binary_contiguous(const BinaryArgs& args, int64_t n) {
-  const T* x = static_cast<const T*>(args.self.data);
-  const T* y = static_cast<const T*>(args.other.data);
-  T* z = static_cast<T*>(args.out.data);
+void run_dense_as(const DenseBinary& call) {
+  const T* x = static_cast<const T*>(call.self);
+  const T* y = static_cast<const T*>(call.other);
+  T* z = static_cast<T*>(call.out);
+  const int64_t n = call.numel;
   // In blocks of a fixed count, read whole before written: the compiler
   // makes each block a few vector instructions without checking whether
   // out aliases an input (it may, in place), as it would for one loop.
@@ -245,54 +279,32 @@ void binary_contiguous(const BinaryArgs& args, int64_t n) {
 }
 
 template <BinaryOp kOp>
-bool binary_contiguous_of(const BinaryArgs& args, int64_t n) {
-  switch (args.out.dtype) {
+void run_dense_of(const DenseBinary& call) {
+  switch (call.dtype) {
     case c10::ScalarType::Float:
-      binary_contiguous<kOp, float>(args, n);
-      return true;
+      return run_dense_as<kOp, float>(call);
     case c10::ScalarType::Double:
-      binary_contiguous<kOp, double>(args, n);
-      return true;
+      return run_dense_as<kOp, double>(call);
     case c10::ScalarType::Int:
-      binary_contiguous<kOp, int32_t>(args, n);
-      return true;
-    case c10::ScalarType::Long:
-      binary_contiguous<kOp, int64_t>(args, n);
-      return true;
-    default:
-      return false;
+      return run_dense_as<kOp, int32_t>(call);
+    default:  // Long (small_dense takes no other)
+      return run_dense_as<kOp, int64_t>(call);
   }
 }
 
-// Small, dense, alpha == 1 calls of these dtypes: an element loop gives
-// exactly ATen's result (one rounding of a + b, a - b or a * b) without
-// building three alias tensors and a TensorIterator per task, which
-// dominate a small call.
-bool binary_small_dense(const BinaryArgs& args) {
-  constexpr int64_t kSmall = 4096;
-  if (!args.alpha.equal(1) || !is_contiguous(args.self) ||
-      !is_contiguous(args.other) || !is_contiguous(args.out)) {
-    return false;
-  }
-  const int64_t n = numel_of(args.out);
-  if (n > kSmall) {
-    return false;
-  }
-  switch (args.op) {
+void run_dense(const DenseBinary& call) {
+  switch (call.op) {
     case BinaryOp::kAdd:
-      return binary_contiguous_of<BinaryOp::kAdd>(args, n);
+      return run_dense_of<BinaryOp::kAdd>(call);
     case BinaryOp::kSub:
-      return binary_contiguous_of<BinaryOp::kSub>(args, n);
+      return run_dense_of<BinaryOp::kSub>(call);
     case BinaryOp::kMul:
-      return binary_contiguous_of<BinaryOp::kMul>(args, n);
+      return run_dense_of<BinaryOp::kMul>(call);
   }
-  return false;
 }
 
+// A call small_dense does not take: ATen's CPU kernel on aliases.
 void run_binary(const BinaryArgs& args) {
-  if (binary_small_dense(args)) {
-    return;
-  }
   // Plain CPU compute: skip autograd and view tracking.
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   at::Tensor out = alias(args.out);
@@ -535,12 +547,18 @@ class HostKernels final : public OpKernels {
   void binary(int device, StreamHandle stream,
               const BinaryArgs& args) override {
     HostStream& host_stream = provider_.stream(device, stream);
-    if (host_stream.run_now([&args] { run_binary(args); })) {
+    const std::optional<DenseBinary> dense = small_dense(args);
+    if (dense ? host_stream.run_now([&dense] { run_dense(*dense); })
+              : host_stream.run_now([&args] { run_binary(args); })) {
       return;
     }
     profiler::TaskLabel label(binary_name(args.op), profiler::WorkKind::kKernel,
                               device, stream);
-    host_stream.enqueue([args] { run_binary(args); });
+    if (dense) {
+      host_stream.enqueue([call = *dense] { run_dense(call); });
+    } else {
+      host_stream.enqueue([args] { run_binary(args); });
+    }
   }
 
  private:
