@@ -186,13 +186,23 @@ def test_a_refusal_within_another_decomposition_is_cached_apart():
     assert result.stdout.strip() == "OK"
 
 
+def run_index_select_program(program: str) -> None:
+    """Runs ``program`` under the mode: it prints OK, or UNSERVED where this
+    build's InfiniOps has no index_select (the test is then skipped)."""
+    result = run_python(program, env={"TORCH_INFINI_VERIFY_CACHES": "1"})
+    assert result.returncode == 0, result.stderr
+    if result.stdout.strip() == "UNSERVED":
+        pytest.skip("index_select is not served by this build's InfiniOps")
+    assert result.stdout.strip() == "OK"
+
+
 def test_an_error_of_the_values_is_not_a_stale_hit():
     """A queued call whose device values CPU refuses (an index out of range)
     raises at the next synchronization, as on CUDA. The mode's recompute
     with those values raises too: that is the data, not the key, so the hit
     verifies against CPU's checks on zero-filled copies, and the error
     still reaches the synchronizing call."""
-    result = run_python("""
+    run_index_select_program("""
         import torch, torch_infini
         x = torch.randn(4, 3).to('infini')
         try:
@@ -215,11 +225,7 @@ def test_an_error_of_the_values_is_not_a_stale_hit():
             assert counts['verified_by_cache'].get('layouts', 0) >= 1, counts
         assert counts['differences'] == 0, counts
         print('OK')
-    """, env={"TORCH_INFINI_VERIFY_CACHES": "1"})
-    assert result.returncode == 0, result.stderr
-    if result.stdout.strip() == "UNSERVED":
-        pytest.skip("index_select is not served by this build's InfiniOps")
-    assert result.stdout.strip() == "OK"
+    """)
 
 
 def test_an_error_pending_when_a_later_hit_is_verified_stays_the_programs():
@@ -228,7 +234,7 @@ def test_an_error_pending_when_a_later_hit_is_verified_stays_the_programs():
     leaves the stream's error pending: the program's next synchronization
     reports it, as it does without the mode (it was taken and dropped
     there, and the failed call's output read as if nothing had failed)."""
-    result = run_python("""
+    run_index_select_program("""
         import torch, torch_infini
         x = torch.arange(4.).to('infini') + 10
         try:
@@ -254,8 +260,4 @@ def test_an_error_pending_when_a_later_hit_is_verified_stays_the_programs():
             assert counts['verified_by_cache'].get('layouts', 0) >= 2, counts
         assert counts['differences'] == 0, counts
         print('OK')
-    """, env={"TORCH_INFINI_VERIFY_CACHES": "1"})
-    assert result.returncode == 0, result.stderr
-    if result.stdout.strip() == "UNSERVED":
-        pytest.skip("index_select is not served by this build's InfiniOps")
-    assert result.stdout.strip() == "OK"
+    """)
