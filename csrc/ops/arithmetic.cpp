@@ -103,8 +103,8 @@ int promotion_category(c10::ScalarType dtype) {
 // (uint16, float8...), a bool operand meets sub (which CPU refuses), a
 // number multiplies a float16 or bfloat16 tensor, an operand or out= is on
 // another device, or the provider has no kernel for the op (or enforces a
-// backend's refusals). Such calls go to the generic kernel, which promotes as CPU does
-// and raises CPU's own error for what CPU refuses.
+// backend's refusals). Such calls go to the generic kernel, which promotes
+// as CPU does and raises CPU's own error for what CPU refuses.
 bool for_generic_kernel(BinaryOp op, const at::Tensor& self,
                         const at::Tensor& other, const at::Tensor* out) {
   static const auto numeric = runtime::numeric_dtypes(/*with_bool=*/false);
