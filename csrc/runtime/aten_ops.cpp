@@ -69,12 +69,14 @@ std::vector<AtenOpFamily> build() {
         "aten::clamp_max_", "aten::native_dropout_backward"},
        numeric_dtypes(/*with_bool=*/false), /*elementwise=*/true},
       {"softmax",
-       {"aten::_softmax", "aten::_softmax.out", "aten::_log_softmax",
-        "aten::_log_softmax.out", "aten::_softmax_backward_data",
-        "aten::_softmax_backward_data.out",
+       {"aten::_softmax.out", "aten::_log_softmax.out",
+        "aten::_softmax_backward_data", "aten::_softmax_backward_data.out",
         "aten::_log_softmax_backward_data",
         "aten::_log_softmax_backward_data.out"},
-       floating_dtypes()},
+       floating_dtypes(), /*elementwise=*/false, /*same_dtype=*/false,
+       // ops/rowwise.cpp's own kernels hand over what their table does not
+       // take, and every call where the provider has no row-wise kernel.
+       {"aten::_softmax", "aten::_log_softmax"}},
       {"normalization",
        {"aten::native_layer_norm", "aten::native_layer_norm_backward"},
        floating_dtypes()},

@@ -22,8 +22,10 @@ struct AtenOpFamily {
   bool elementwise = false;
   // Every tensor argument must have one dtype (CPU's matmul rule).
   bool same_dtype = false;
-  // Overloads of the family with a kernel of their own in ops/ (their
-  // output's shape depends on the data), which build their calls themselves.
+  // Overloads of the family with a kernel of their own in ops/ (an entry of
+  // the element-wise or row-wise table, ops/arithmetic.cpp and
+  // ops/rowwise.cpp, or an output whose shape depends on the data), which
+  // build their calls themselves.
   std::vector<std::string> custom = {};
 };
 

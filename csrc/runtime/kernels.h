@@ -8,6 +8,7 @@
 #include <ATen/core/stack.h>
 #include <c10/core/Scalar.h>
 #include <c10/core/ScalarType.h>
+#include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 
 #include <atomic>
@@ -49,6 +50,22 @@ struct BinaryArgs {
   TensorArg out;
   c10::Scalar alpha = 1;  // exact for int64, unlike a double
   BinaryOp op = BinaryOp::kAdd;
+};
+
+// The ops along one dimension the providers may run as a table entry of
+// their own (ops/rowwise.cpp).
+enum class RowwiseOp : uint8_t {
+  kSoftmax,     // aten::_softmax
+  kLogSoftmax,  // aten::_log_softmax
+};
+
+// A RowwiseOp's call: `out` is contiguous, of self's sizes and dtype;
+// `dim` is wrapped (0 <= dim < max(1, self's rank)).
+struct RowwiseArgs {
+  TensorArg self;
+  TensorArg out;
+  int64_t dim = 0;
+  RowwiseOp op = RowwiseOp::kSoftmax;
 };
 
 // dst = src, element by element, any strides, converting dtype. Both live on
@@ -196,6 +213,15 @@ class OpKernels {
   // Whether the provider has a kernel of its own for `op` at all; where it
   // has not, the op's calls go to the generic kernel (aten) as any other.
   virtual bool has_binary(BinaryOp op) const = 0;
+
+  // Whether the provider has a kernel of its own for `op`; where it has not
+  // (the default), the op's calls go to the generic kernel.
+  virtual bool has_rowwise(RowwiseOp /*op*/) const { return false; }
+  // Enqueues the op on `stream` of `device` (only where has_rowwise).
+  virtual void rowwise(int /*device*/, StreamHandle /*stream*/,
+                       const RowwiseArgs& /*args*/) {
+    TORCH_CHECK(false, "this provider has no row-wise kernel");
+  }
 
   // Strided and dtype-converting copies on the device (contiguous copies of
   // one dtype go through Provider::memcpy_async instead).

@@ -324,6 +324,18 @@ void run_binary(const BinaryArgs& args) {
   }
 }
 
+// ATen's CPU kernel of a RowwiseOp, on aliases.
+void run_rowwise(const RowwiseArgs& args) {
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  at::Tensor out = alias(args.out);
+  const at::Tensor self = alias(args.self);
+  if (args.op == RowwiseOp::kSoftmax) {
+    at::_softmax_out(out, self, args.dim, /*half_to_float=*/false);
+  } else {
+    at::_log_softmax_out(out, self, args.dim, /*half_to_float=*/false);
+  }
+}
+
 // The profiler's name of a BinaryOp's task.
 const char* binary_name(BinaryOp op) {
   switch (op) {
@@ -429,6 +441,13 @@ class HostKernels final : public OpKernels {
           /*broadcast=*/true, /*strided=*/true,
           "ATen CPU kernel on the stream's worker"});
     }
+    // The row-wise table (ops/rowwise.cpp); strided inputs take the
+    // generic kernel.
+    for (const char* op : {"aten::_softmax", "aten::_log_softmax"}) {
+      support_.push_back(OpSupport{
+          op, floating_dtypes(), /*alpha=*/false, /*broadcast=*/false,
+          /*strided=*/false, "ATen CPU kernel on the stream's worker"});
+    }
     support_.push_back(OpSupport{
         "aten::fill_.Scalar (and zero_, fill_.Tensor)",
         host_dtypes(),
@@ -511,6 +530,21 @@ class HostKernels final : public OpKernels {
   }
 
   bool has_binary(BinaryOp /*op*/) const override { return true; }
+
+  bool has_rowwise(RowwiseOp /*op*/) const override { return true; }
+
+  void rowwise(int device, StreamHandle stream,
+               const RowwiseArgs& args) override {
+    HostStream& host_stream = provider_.stream(device, stream);
+    if (host_stream.run_now([&args] { run_rowwise(args); })) {
+      return;
+    }
+    profiler::TaskLabel label(args.op == RowwiseOp::kSoftmax
+                                  ? "aten::_softmax"
+                                  : "aten::_log_softmax",
+                              profiler::WorkKind::kKernel, device, stream);
+    host_stream.enqueue([args] { run_rowwise(args); });
+  }
 
   bool has_kernel(const c10::OperatorHandle& op) const override {
     return op.hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
