@@ -358,8 +358,9 @@ class InfiniKernels final : public OpKernels {
     }
     std::string reason = infini::add_unsupported(provider_, args);
     // Where the build has the ATen-backed Add, a call the native one would
-    // round otherwise than ATen goes to it (ops/arithmetic.cpp passes the call to
-    // the generic binding, whose native limits refuse it the same way).
+    // round otherwise than ATen goes to it (ops/arithmetic.cpp passes the
+    // call to the generic binding, whose native limits refuse it the same
+    // way).
     if (reason.empty() && !add_alpha_is_exact(args.alpha, args.out.dtype) &&
         aten_backed("aten::add.out")) {
       reason = "infini::ops::Add (native) computes a + alpha * b with two "
