@@ -112,33 +112,33 @@ def test_the_environment_variable():
                                         "refused: aten::erf"]
 
 
-def test_the_element_wise_table_is_enforced_like_the_generic_kernel():
-    """sub and mul have kernels of the host runtime's own (ops/arithmetic.cpp);
-    a backend where InfiniOps serves them ATen-backed only refuses them all
-    the same: sub on NVIDIA, mul on Cambricon. add stays the device's own."""
-    done = run_python("""
+def test_the_tables_are_enforced_like_the_generic_kernel():
+    """sub, mul (ops/arithmetic.cpp) and softmax (ops/rowwise.cpp) have
+    kernels of the host runtime's own; a backend where InfiniOps serves them
+    ATen-backed only refuses them all the same: sub on NVIDIA, mul on
+    Cambricon, softmax on Cambricon. add stays the device's own."""
+    program = """
         import torch, torch_infini
         x = torch.ones(3, device="infini")
-        for name, call in (("mul", lambda: x * x), ("sub", lambda: x - x), ("sub_", lambda: x.clone().sub_(x)),
-                           ("add", lambda: x + x)):
+        calls = (("mul", lambda: x * x), ("sub", lambda: x - x), ("sub_", lambda: x.clone().sub_(x)),
+                 ("add", lambda: x + x), ("softmax", lambda: torch.softmax(x, -1)))
+        for name, call in calls:
             try:
-                print(name, call().cpu().tolist())
+                call().cpu()
+                print(name, "served")
             except NotImplementedError as e:
                 print(name, "refused:", str(e).split(" ")[0])
-    """, env={"TORCH_INFINI_ENFORCE_BACKEND": "nvidia"})
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["mul [1.0, 1.0, 1.0]", "sub refused: aten::sub.Tensor",
-                                        "sub_ refused: aten::sub_.Tensor", "add [2.0, 2.0, 2.0]"]
-    done = run_python("""
-        import torch, torch_infini
-        x = torch.ones(3, device="infini")
-        try:
-            x * x
-        except NotImplementedError as e:
-            print("refused:", str(e).split(" ")[0])
-    """, env={"TORCH_INFINI_ENFORCE_BACKEND": "cambricon"})
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["refused: aten::mul.Tensor"]
+    """
+    verdicts = {}
+    for backend in ("nvidia", "cambricon"):
+        done = run_python(program, env={"TORCH_INFINI_ENFORCE_BACKEND": backend})
+        assert done.returncode == 0, done.stderr
+        verdicts[backend] = done.stdout.splitlines()
+    assert verdicts["nvidia"] == ["mul served", "sub refused: aten::sub.Tensor", "sub_ refused: aten::sub_.Tensor",
+                                  "add served", "softmax served"]
+    assert verdicts["cambricon"] == ["mul refused: aten::mul.Tensor", "sub refused: aten::sub.Tensor",
+                                     "sub_ refused: aten::sub_.Tensor", "add served",
+                                     "softmax refused: aten::_softmax"]
 
 
 @pytest.mark.parametrize("value", ["cuda", "nvidia,abcdef1", "nvidia,1f6f9c2,2962714", ""])
