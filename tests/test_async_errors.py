@@ -45,6 +45,24 @@ def test_the_failing_kernel_fails_asynchronously():
     torch.infini.synchronize()  # reported once
 
 
+def test_an_error_of_work_already_finished_is_reported_by_synchronize():
+    # Nothing is pending when synchronize is called (its path that does not
+    # wait, nor release the GIL): the finished work's error is still its.
+    side = torch.infini.Stream()
+    with torch.infini.stream(side):
+        fail_async()
+    done = torch.infini.Event()
+    done.record(side)
+    deadline = time.monotonic() + 60
+    while not done.query():  # an event's query reports no error
+        assert time.monotonic() < deadline, "the failing work never finished"
+        time.sleep(0.001)
+    with pytest.raises(RuntimeError, match="out of range|out of bounds"):
+        torch.infini.synchronize()
+    torch.infini.synchronize()  # reported once
+    side.synchronize()
+
+
 def test_synchronize_waits_for_every_stream_before_reporting():
     failing = torch.infini.Stream()
     busy = torch.infini.Stream()

@@ -345,6 +345,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("_synchronize", [](int64_t d) {
     const auto device = resolve_device(static_cast<c10::DeviceIndex>(d));
+    // Nothing to wait for (a loop of small synchronous ops): no GIL hand-off.
+    if (runtime::provider().device_synchronize_if_done(device)) {
+      return;
+    }
     python::without_gil([&] { runtime::provider().device_synchronize(device); });
   });
 

@@ -98,6 +98,14 @@ class Provider {
   virtual void stream_wait_event(int device, StreamHandle stream,
                                  EventHandle event) = 0;
   virtual void device_synchronize(int device) = 0;
+  // device_synchronize(device) where it cannot block: when nothing queued
+  // on the device is still pending, does what device_synchronize does
+  // (errors included) and returns true; otherwise does nothing and returns
+  // false. A caller holding a lock that queued work may need (Python's GIL)
+  // releases it only when there is something to wait for: in a loop of
+  // small synchronous ops, the release and re-acquisition were most of a
+  // synchronize's cost.
+  virtual bool device_synchronize_if_done(int /*device*/) { return false; }
   // Queues `fn` on `stream` (capabilities().host_funcs): it runs on a host
   // thread after the stream's earlier work and before its later work, as
   // cudaLaunchHostFunc's function does; under a capture it is recorded. A

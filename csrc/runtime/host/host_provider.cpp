@@ -161,6 +161,7 @@ StreamHandle HostProvider::stream_create(int device, int priority) {
   HostStream* raw = created.get();
   std::lock_guard<std::mutex> guard(d.streams_mutex);
   d.streams.push_back(std::move(created));
+  d.stream_count.store(d.streams.size(), std::memory_order_release);
   return raw;
 }
 
@@ -187,6 +188,9 @@ c10::SmallVector<HostStream*, 16> HostProvider::device_streams(int device) {
   Device& d = dev(device);
   // On the stack: a synchronize per small op must not allocate.
   c10::SmallVector<HostStream*, 16> streams{&stream(device, nullptr)};
+  if (d.stream_count.load(std::memory_order_acquire) == 0) {
+    return streams;  // a stream made concurrently is not queued "before"
+  }
   std::lock_guard<std::mutex> guard(d.streams_mutex);
   for (auto& s : d.streams) {
     streams.push_back(s.get());
@@ -195,14 +199,33 @@ c10::SmallVector<HostStream*, 16> HostProvider::device_streams(int device) {
 }
 
 void HostProvider::device_synchronize(int device) {
+  synchronize_device(device, /*may_block=*/true);
+}
+
+bool HostProvider::device_synchronize_if_done(int device) {
+  return synchronize_device(device, /*may_block=*/false);
+}
+
+bool HostProvider::synchronize_device(int device, bool may_block) {
   check_device_sync(device, "synchronize");
   const auto streams = device_streams(device);
+  // What "queued so far" means: each stream's last ticket now. Work queued
+  // by other threads from here on is not waited for (nor, without
+  // may_block, does it turn this call into a wait).
+  c10::SmallVector<uint64_t, 16> tickets;
+  for (HostStream* s : streams) {
+    tickets.push_back(s->submitted());
+    if (!may_block && !s->reached(tickets.back())) {
+      return false;
+    }
+  }
   // Wait for every stream first (outside the lock: the workers may be long
   // busy), then report: an error on one stream must not cut the wait for the
   // others short. Every pending error is reported, in one exception, so the
-  // next call succeeds.
-  for (HostStream* s : streams) {
-    s->wait_idle();
+  // next call succeeds. (Reached tickets return at once: wait_for only
+  // notes how the program waits, see HostStream::run_now.)
+  for (size_t i = 0; i < streams.size(); ++i) {
+    streams[i]->wait_for(tickets[i]);
   }
   std::string report;
   size_t failed = 0;
@@ -216,6 +239,7 @@ void HostProvider::device_synchronize(int device) {
                   " streams of device " + std::to_string(device) +
                   " failed:\n",
               report);
+  return true;
 }
 
 HostEvent& HostProvider::event(EventHandle handle) {

@@ -45,6 +45,7 @@ class HostProvider final : public Provider {
   void stream_wait_event(int device, StreamHandle stream,
                          EventHandle event) override;
   void device_synchronize(int device) override;
+  bool device_synchronize_if_done(int device) override;
   void launch_host_func(int device, StreamHandle stream,
                         std::function<void()> fn, const char* label) override;
 
@@ -89,7 +90,15 @@ class HostProvider final : public Provider {
     std::unique_ptr<HostStream> default_stream;
     std::mutex streams_mutex;
     std::vector<std::unique_ptr<HostStream>> streams;
+    // streams.size(), published after each creation: a device that never
+    // created a stream (most programs) is synchronized without the lock.
+    std::atomic<size_t> stream_count{0};
   };
+
+  // Waits for the work queued on `device` so far and reports its errors;
+  // with `may_block` false, returns false (having done nothing) where that
+  // would wait.
+  bool synchronize_device(int device, bool may_block);
 
   Device& dev(int device);
   HostEvent& event(EventHandle handle);

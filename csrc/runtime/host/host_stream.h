@@ -83,6 +83,8 @@ class HostStream {
   // never waits: the host runtime releases memory shared between processes
   // this way once the streams have passed it (runtime/host/host_ipc.cpp).
   void enqueue_release(Task task);
+  // The ticket of the last task queued so far.
+  uint64_t submitted() const { return submitted_.load(); }
   // Whether the task with `ticket` has run (and everything before it).
   bool reached(uint64_t ticket);
   // Blocks until the task with `ticket` has run; runs pending tasks itself
