@@ -7,6 +7,32 @@
 #include "runtime/ivalue_tensors.h"
 
 namespace torch_infini::runtime::host {
+namespace {
+
+// A CPU storage over `t`'s device memory. Resizable into host memory: a CPU
+// out= kernel may use its output as scratch of another shape (see
+// WrittenArgs in host_kernels.cpp).
+c10::Storage storage_over(const TensorLayout& t) {
+  return c10::Storage(
+      c10::Storage::use_byte_size_t(), t.storage_nbytes,
+      at::DataPtr(t.storage_data, t.storage_data, [](void*) {}, at::kCPU),
+      c10::GetCPUAllocator(), /*resizable=*/true);
+}
+
+// `t` as a CPU tensor over `storage`. Built directly, not through the
+// dispatcher: this runs per argument of every queued call.
+at::Tensor alias_over(const TensorLayout& t, c10::Storage storage) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
+      t.dtype);
+  impl->set_sizes_and_strides(t.sizes, t.strides, t.offset);
+  at::Tensor alias(std::move(impl));
+  alias._set_conj(t.conj);
+  alias._set_neg(t.neg);
+  return alias;
+}
+
+}  // namespace
 
 TensorLayout TensorLayout::of(const at::Tensor& t) {
   const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
@@ -104,6 +130,15 @@ void AliasPool::keep(const at::Tensor& alias) {
   chosen->keys = alias.key_set();
 }
 
+at::Tensor AliasPool::alias_of(const TensorLayout& t) {
+  at::Tensor alias = take(t);
+  if (!alias.defined()) {
+    alias = alias_over(t, storage_over(t));
+    keep(alias);
+  }
+  return alias;
+}
+
 AliasPool& thread_alias_pool() {
   thread_local AliasPool pool;
   return pool;
@@ -171,22 +206,9 @@ at::Tensor Aliases::of(const TensorLayout& t) {
   }
   auto& storage = *slot;
   if (!storage) {
-    // Resizable into host memory: a CPU out= kernel may use its output as
-    // scratch of another shape (see WrittenArgs in host_kernels.cpp).
-    storage = c10::Storage(
-        c10::Storage::use_byte_size_t(), t.storage_nbytes,
-        at::DataPtr(t.storage_data, t.storage_data, [](void*) {}, at::kCPU),
-        c10::GetCPUAllocator(), /*resizable=*/true);
+    storage = storage_over(t);
   }
-  // Built directly, not through the dispatcher: this runs per argument of
-  // every queued call.
-  auto impl = c10::make_intrusive<c10::TensorImpl>(
-      c10::Storage(*storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
-      t.dtype);
-  impl->set_sizes_and_strides(t.sizes, t.strides, t.offset);
-  at::Tensor alias(std::move(impl));
-  alias._set_conj(t.conj);
-  alias._set_neg(t.neg);
+  at::Tensor alias = alias_over(t, c10::Storage(*storage));
   if (pool_ != nullptr) {
     pool_->keep(alias);
   }

@@ -82,6 +82,10 @@ class AliasPool {
   at::Tensor take(const TensorLayout& t);
   // Offers a new alias to later calls (in place of one nothing uses).
   void keep(const at::Tensor& alias);
+  // An alias of `t` alone (no other tensor of its call is known to share
+  // its memory): taken from the pool, or built and offered to it. What the
+  // tables' kernels (runtime/kernels.h) run on.
+  at::Tensor alias_of(const TensorLayout& t);
 
  private:
   static constexpr size_t kSize = 16;  // a power of two

@@ -24,11 +24,27 @@
 namespace torch_infini::runtime::host {
 namespace {
 
-// A CPU tensor over device memory; valid only on the worker, while the
-// allocator keeps the memory alive for the stream's queued work.
+// A CPU tensor over device memory; valid only on the thread running the
+// call, while the allocator keeps the memory alive for the stream's queued
+// work. From the thread's AliasPool: building and destroying an alias
+// (at::from_blob, as this did) was about 3 K of a one-element softmax's
+// 16 K instructions.
 at::Tensor alias(const TensorArg& t) {
-  return at::from_blob(t.data, t.sizes, t.strides,
-                       at::TensorOptions().dtype(t.dtype).device(at::kCPU));
+  TensorLayout layout;
+  layout.storage_data = t.data;
+  // The memory the view spans (its data pointer is the view's first element).
+  int64_t last = 0;
+  bool empty = false;
+  for (size_t d = 0; d < t.sizes.size(); ++d) {
+    empty = empty || t.sizes[d] == 0;
+    last += (t.sizes[d] - 1) * t.strides[d];
+  }
+  layout.dtype = c10::scalarTypeToTypeMeta(t.dtype);
+  layout.storage_nbytes =
+      empty ? 0 : static_cast<size_t>(last + 1) * layout.dtype.itemsize();
+  layout.sizes = t.sizes;
+  layout.strides = t.strides;
+  return thread_alias_pool().alias_of(layout);
 }
 
 // The written tensor arguments of a queued call. A CPU out= kernel may use
