@@ -149,8 +149,13 @@ HostStream& HostProvider::stream(int device, StreamHandle handle) {
     return *static_cast<HostStream*>(handle);
   }
   Device& d = dev(device);
+  if (HostStream* made = d.default_stream_made.load(std::memory_order_acquire)) {
+    return *made;
+  }
   std::call_once(d.default_stream_once, [&] {
     d.default_stream = std::make_unique<HostStream>(device, 0);
+    d.default_stream_made.store(d.default_stream.get(),
+                                std::memory_order_release);
   });
   return *d.default_stream;
 }
