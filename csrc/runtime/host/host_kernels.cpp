@@ -9,6 +9,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -269,26 +270,52 @@ std::optional<DenseBinary> small_dense(const BinaryArgs& args) {
                      args.op};
 }
 
+// On x86-64, the loop is compiled twice, for AVX2 and for the baseline
+// (SSE2), and the loader picks one per machine (an ifunc): ATen's CPU
+// kernels are AVX2 there, and with SSE2 alone a 4Ki-element add took 2.0 us
+// against CPU eager's 1.2. Each element is one IEEE operation either way, so
+// the result's bits do not depend on the clone.
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define TORCH_INFINI_AVX2_CLONE __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef TORCH_INFINI_AVX2_CLONE
+#define TORCH_INFINI_AVX2_CLONE
+#endif
+
 template <BinaryOp kOp, typename T>
-void run_dense_as(const DenseBinary& call) {
+TORCH_INFINI_AVX2_CLONE void run_dense_as(const DenseBinary& call) {
   const T* x = static_cast<const T*>(call.self);
   const T* y = static_cast<const T*>(call.other);
   T* z = static_cast<T*>(call.out);
   const int64_t n = call.numel;
-  // In blocks of a fixed count, each read whole before it is written: the
-  // compiler makes a block a few vector instructions, where one loop over
-  // all elements stays scalar (out may alias an input, in place, and -O2
-  // adds no run-time check for that).
+  // In blocks of a fixed count, each read whole before it is written, as
+  // vectors of the compiler's (GCC's and Clang's vector extension): a block
+  // is then a load of each operand, one operation and one store. One loop
+  // over all elements stays scalar (out may alias an input, in place, and
+  // -O2 adds no run-time check for that), and a block computed into an
+  // array was stored through the stack, element by element. Integers
+  // compute in their unsigned type, which wraps as ATen's kernels do.
+  using Wide = typename Wrapping<T>::type;
   constexpr int64_t kBlock = 8;
+  typedef Wide Block __attribute__((vector_size(kBlock * sizeof(Wide))));
+  static_assert(sizeof(Block) == kBlock * sizeof(T), "a vector of kBlock");
   int64_t i = 0;
   for (; i + kBlock <= n; i += kBlock) {
-    T block[kBlock];
-    for (int64_t k = 0; k < kBlock; ++k) {
-      block[k] = binary_element<kOp>(x[i + k], y[i + k]);
+    Block a;
+    Block b;
+    std::memcpy(&a, x + i, sizeof(Block));
+    std::memcpy(&b, y + i, sizeof(Block));
+    Block c;
+    if constexpr (kOp == BinaryOp::kAdd) {
+      c = a + b;
+    } else if constexpr (kOp == BinaryOp::kSub) {
+      c = a - b;
+    } else {
+      c = a * b;
     }
-    for (int64_t k = 0; k < kBlock; ++k) {
-      z[i + k] = block[k];
-    }
+    std::memcpy(z + i, &c, sizeof(Block));
   }
   for (; i < n; ++i) {
     z[i] = binary_element<kOp>(x[i], y[i]);
