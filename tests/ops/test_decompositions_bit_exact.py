@@ -256,8 +256,15 @@ def test_cdist_matches_cpu(shapes, p):
 @pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 0.5, math.inf])
 @pytest.mark.parametrize("rows", [6, 1])
 def test_pdist_matches_cpu(rows, p):
+    """Exact where no sum's order or rounding can differ (p = 0, 1, inf),
+    as for cdist. For p = 2, CPU's kernel is bit-identical to the
+    decomposition on some machines and not on others: on an AVX2-only AMD
+    EPYC, the decomposition run on CPU tensors differed from CPU's own
+    _pdist_forward in 186 of 200 seeds (by an ulp), and infini's result
+    equalled that CPU run of the decomposition in all 200."""
     x = torch.randn(rows, 3)
-    _assert_cpus(_run("aten::_pdist_forward", x, p), aten._pdist_forward.default(x, p), exact=p != 0.5)
+    _assert_cpus(_run("aten::_pdist_forward", x, p), aten._pdist_forward.default(x, p),
+                 exact=p in (0.0, 1.0, math.inf))
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "4d", "channels_last_3d"])
