@@ -27,6 +27,12 @@ _ATTENTION_BF16 = _ATTENTION.format("up to 0.07 at 2.0 (4 bfloat16 ulps; CPU's f
 _CONV3D_TRANSPOSED = ("the stack's 3-D convolutions sum the 2-D contributions of the kernel's depth in another "
                       "order than CPU's kernel: float32 gradients differ by float32 rounding (3e-5 at magnitudes "
                       "of 100), past the stack's tolerance (rtol 1e-5, atol 1e-5) where the sums cancel")
+_BF16_CONV_AVX2 = (
+    "on a CPU without AVX-512 (an AMD EPYC with AVX2 only, 2026-12-08), CPU's own bfloat16 convolutions "
+    "round otherwise than on the machines the stack's lists were made on, and the stack's result (closer "
+    "to float64: conv_transpose2d's largest error 0.056 against CPU's 0.094, at magnitudes of 18) is past "
+    "the bfloat16 tolerance from CPU's; the commit before this entry (d7687f3), which passed there, fails "
+    "identically on that machine")
 STACK_KNOWN_FAILURES: dict[str, str] = {
     "nn.ConvTranspose3d-float32-train": _CONV3D_TRANSPOSED,
     "nn.LazyConvTranspose3d-float32-train": _CONV3D_TRANSPOSED,
@@ -42,3 +48,6 @@ STACK_KNOWN_FAILURES: dict[str, str] = {
         "InfiniOps has no layer norm: PyTorch's decomposition of native_layer_norm and its "
         "backward computes the weight's gradient 1 bfloat16 ulp (0.016) from CPU's fused kernel"),
 }
+for _case in ("nn.Conv1d", "nn.Conv2d", "nn.Conv3d", "nn.ConvTranspose2d", "nn.ConvTranspose3d", "nn.LazyConv1d",
+              "nn.LazyConv2d", "nn.LazyConv3d", "nn.LazyConvTranspose2d", "nn.LazyConvTranspose3d"):
+    STACK_KNOWN_FAILURES[f"{_case}-bfloat16-train"] = _BF16_CONV_AVX2

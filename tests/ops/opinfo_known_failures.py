@@ -52,6 +52,15 @@ STACK_KNOWN_FAILURES: dict[str, str] = {
         "against float64 is 2e-5 there, the stack's 1.4e-5), past float32's absolute tolerance (1e-5) where "
         "the sums cancel"),
 }
+_BF16_CONV_AVX2 = (
+    "on a CPU without AVX-512 (an AMD EPYC with AVX2 only, 2026-12-08), CPU's own bfloat16 convolutions "
+    "round otherwise than on the machines this list was made on, and the stack's result (closer to "
+    "float64: conv_transpose2d's largest error 0.056 against CPU's 0.094, at magnitudes of 18) is past the "
+    "bfloat16 tolerance from CPU's; the commit before this entry (d7687f3), which passed there, fails "
+    "identically on that machine")
+for _case in ("nn.functional.conv_transpose1d-bfloat16-forward", "nn.functional.conv_transpose2d-bfloat16-forward",
+              "nn.functional.conv_transpose3d-bfloat16-forward", "nn.functional.conv2d-bfloat16-backward"):
+    STACK_KNOWN_FAILURES[_case] = _BF16_CONV_AVX2
 
 #: Differences from CPU that tests/ops/test_python_numbers.py finds on an
 #: Infini stack (InfiniOps 1f6f9c2 built WITH_TORCH=ON, InfiniRT a38977e),
