@@ -274,8 +274,10 @@ std::optional<DenseBinary> small_dense(const BinaryArgs& args) {
 // (SSE2), and the loader picks one per machine (an ifunc): ATen's CPU
 // kernels are AVX2 there, and with SSE2 alone a 4Ki-element add took 2.0 us
 // against CPU eager's 1.2. Each element is one IEEE operation either way, so
-// the result's bits do not depend on the clone.
-#if defined(__x86_64__) && defined(__has_attribute)
+// the result's bits do not depend on the clone. GCC only: Clang refuses
+// target_clones on function templates.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    defined(__has_attribute)
 #if __has_attribute(target_clones)
 #define TORCH_INFINI_AVX2_CLONE __attribute__((target_clones("avx2", "default")))
 #endif
